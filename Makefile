@@ -1,0 +1,40 @@
+# Quick start: `make demo`, then `make test`. Everything installs into .venv with pip.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# The CPU build of torch: found locally on the project's machines; elsewhere set
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu so pip does not pull a multi-GB CUDA build.
+TORCH_VERSION ?= 2.13.0
+TORCH_INDEX ?=
+QUESTION ?= What is the notice period for termination for convenience?
+SAMPLE := samples/master_services_agreement.pdf
+
+.PHONY: install demo test test-fast eval bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml Makefile
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==$(TORCH_VERSION) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PIP) install -q -e '.[dev]'
+	touch $@
+
+demo: install
+	$(VENV)/bin/docpipe ask $(SAMPLE) "$(QUESTION)"
+
+test: install
+	$(PY) -m pytest -q
+
+test-fast: install
+	$(PY) -m pytest -q -m "not integration"
+
+eval: install
+	$(VENV)/bin/docpipe eval-retrieval ../shared/eval/cuad-dev
+
+bench: install
+	$(PY) benchmarks/extract_speed.py
+	$(PY) benchmarks/ingest_speed.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,63 @@
+"""docpipe: ask questions of long contracts and get answers with checked page citations.
+
+>>> from docpipe import DocPipe                                   # doctest: +SKIP
+>>> dp = DocPipe()                                                # doctest: +SKIP
+>>> answer = dp.ask("contract.pdf", "What is the notice period for termination for convenience?")  # doctest: +SKIP
+>>> [(c.pages, c.quote, c.verified) for c in answer.citations]  # doctest: +SKIP
+
+Importing docpipe is cheap: torch, faiss and the embedder load when first used.
+"""
+
+from docpipe.answer import Answer, Citation
+from docpipe.document import Document, Page, PageStatus, Passage, Section
+from docpipe.embed import HashingEmbedder
+from docpipe.errors import (
+    ConfigError,
+    DependencyError,
+    DocpipeError,
+    EmptyFileError,
+    ExtractionError,
+    ExtractionTimeoutError,
+    FileMissingError,
+    InputError,
+    MalformedPDFError,
+    NoTextError,
+    NotAPDFError,
+    PasswordRequiredError,
+    StoreError,
+    WrongPasswordError,
+)
+from docpipe.pipeline import DocPipe
+from docpipe.retrieve import Hit
+from docpipe.settings import Settings
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Answer",
+    "Citation",
+    "ConfigError",
+    "DependencyError",
+    "DocPipe",
+    "DocpipeError",
+    "Document",
+    "EmptyFileError",
+    "ExtractionError",
+    "ExtractionTimeoutError",
+    "FileMissingError",
+    "HashingEmbedder",
+    "Hit",
+    "InputError",
+    "MalformedPDFError",
+    "NoTextError",
+    "NotAPDFError",
+    "Page",
+    "PageStatus",
+    "Passage",
+    "PasswordRequiredError",
+    "Section",
+    "Settings",
+    "StoreError",
+    "WrongPasswordError",
+    "__version__",
+]

@@ -1,0 +1,188 @@
+"""Answers and their citations, and the extractive answer used when no language model is configured.
+
+A citation's quote is checked against the stored page text (after whitespace normalisation); a quote that
+cannot be found there is flagged ``verified=False`` rather than shown as a fact.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from docpipe.document import Document
+from docpipe.index import tokenize
+from docpipe.retrieve import Hit
+
+if TYPE_CHECKING:
+    from docpipe.embed import Embedder
+
+__all__ = ["ENABLE_MODEL_HINT", "Answer", "Citation", "extractive_answer", "verify_quote"]
+
+ENABLE_MODEL_HINT = (
+    "No language model is configured, so docpipe quotes the contract instead of writing an answer. "
+    "Generated answers with Qwen3-14B (vLLM on a GPU, or any OpenAI-compatible server) come with the "
+    "engine backend: see README, 'Language models'."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """A quoted span backing an answer: where it is (section, pages) and whether the quote was verified."""
+
+    section_id: str
+    heading: str
+    page_start: int
+    page_end: int
+    quote: str
+    verified: bool
+    score: float = 0.0
+
+    @property
+    def pages(self) -> str:
+        return f"p. {self.page_start}" if self.page_start == self.page_end else f"pp. {self.page_start}-{self.page_end}"
+
+
+@dataclass(slots=True)
+class Answer:
+    """Returns nothing; holds an answer with its provenance, so it can be audited later.
+
+    `mode` is ``extractive`` (quoted sentences, no model) or ``generative``; `thinking` holds a model's
+    reasoning, never mixed into `text`.
+    """
+
+    question: str
+    text: str
+    mode: str
+    citations: list[Citation]
+    engine: str
+    document_id: str
+    fingerprint: str
+    section_ids: list[str]
+    thinking: str | None = None
+    model: str | None = None
+    notice: str | None = None
+    created: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["citations"] = [{**asdict(c), "pages": c.pages} for c in self.citations]
+        return data
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def _normalise(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
+
+
+def verify_quote(quote: str, doc: Document) -> tuple[bool, int, int]:
+    """Returns (found, first page, last page) for `quote` in the stored page text, whitespace-normalised."""
+    needle = _normalise(quote)
+    if not needle:
+        return False, 0, 0
+    starts: list[int] = []
+    chunks: list[str] = []
+    offset = 0
+    for page in doc.pages:
+        starts.append(offset)
+        chunk = _normalise(page.text)
+        chunks.append(chunk)
+        offset += len(chunk) + 1
+    haystack = " ".join(chunks)
+    found = haystack.find(needle)
+    if found < 0:
+        return False, 0, 0
+    first = bisect.bisect_right(starts, found) - 1
+    last = bisect.bisect_right(starts, found + len(needle) - 1) - 1
+    return True, doc.pages[first].number, doc.pages[last].number
+
+
+_SENTENCE_END = re.compile(r"(?<=[.;:?!])[\"”’)]?\s+(?=[\"“(A-Z0-9])|\n\s*\n|\n(?=\s*\(?[a-z0-9ivx]{1,4}\)\s)")
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    """Returns (start, end) offsets into `text` of its sentences (clause items count as sentences)."""
+    spans, cursor = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        spans.append((cursor, match.start()))
+        cursor = match.end()
+    spans.append((cursor, len(text)))
+    out = []
+    for start, end in spans:
+        piece = text[start:end]
+        lead = len(piece) - len(piece.lstrip())
+        piece = piece.strip()
+        if len(tokenize(piece)) >= 4:
+            out.append((start + lead, start + lead + len(piece)))
+    return out
+
+
+def extractive_answer(
+    question: str,
+    hits: list[Hit],
+    doc: Document,
+    embedder: Embedder,
+    *,
+    sentences: int = 3,
+    fingerprint: str = "",
+) -> Answer:
+    """Returns the sentences of the retrieved sections that best match `question`, quoted verbatim."""
+    candidates: list[tuple[Hit, str]] = []
+    for hit in hits:
+        for start, end in _sentences(hit.text):
+            candidates.append((hit, hit.text[start:end]))
+    if not candidates:
+        return Answer(
+            question=question,
+            text="Nothing in this document matches the question.",
+            mode="extractive",
+            citations=[],
+            engine="extractive",
+            document_id=doc.id,
+            fingerprint=fingerprint,
+            section_ids=[h.section_id for h in hits],
+            notice=ENABLE_MODEL_HINT,
+        )
+    vectors = embedder.embed([text for _, text in candidates])
+    query = embedder.embed([question])[0]
+    terms = set(tokenize(question))
+    scored = []
+    for (hit, text), vector in zip(candidates, vectors):
+        overlap = len(terms & set(tokenize(text))) / max(len(terms), 1)
+        scored.append((float(vector @ query) + 0.15 * overlap, hit, text))
+    scored.sort(key=lambda item: -item[0])
+
+    citations: list[Citation] = []
+    seen: set[str] = set()
+    for score, hit, text in scored:
+        if text in seen:
+            continue
+        seen.add(text)
+        verified, first, last = verify_quote(text, doc)
+        citations.append(
+            Citation(hit.section_id, hit.heading, first or hit.page_start, last or hit.page_end, text, verified, score)
+        )
+        if len(citations) >= sentences:
+            break
+    lines = [
+        "Extractive answer (no language model configured): the passages of the contract that best match "
+        "the question, quoted verbatim.",
+        "",
+    ]
+    for number, citation in enumerate(citations, 1):
+        lines.append(f"{number}. \"{_normalise(citation.quote)}\" ({citation.heading}, {citation.pages})")
+    return Answer(
+        question=question,
+        text="\n".join(lines),
+        mode="extractive",
+        citations=citations,
+        engine="extractive",
+        document_id=doc.id,
+        fingerprint=fingerprint,
+        section_ids=[h.section_id for h in hits],
+        notice=ENABLE_MODEL_HINT,
+    )

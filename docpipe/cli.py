@@ -1,0 +1,225 @@
+"""The `docpipe` command: a thin layer over `DocPipe`. Errors become one line and a non-zero exit code."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from docpipe.errors import DocpipeError
+
+__all__ = ["main"]
+
+EXIT_ERROR = 1
+
+
+def _common(*, top: bool) -> argparse.ArgumentParser:
+    # Sub-commands take the same options; their defaults are suppressed so that
+    # `docpipe --debug ask ...` is not overwritten by the sub-command's own default.
+    default: Any = None if top else argparse.SUPPRESS
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--preset", default=default, help="settings preset: default, cpu-demo, fast, test")
+    common.add_argument("--extractor", default=default, choices=["pypdf", "pypdfium2"], help="PDF text extractor")
+    common.add_argument(
+        "--home", default=default, type=Path, help="store folder (default: $DOCPIPE_HOME or the user cache dir)"
+    )
+    common.add_argument(
+        "--debug", default=False if top else argparse.SUPPRESS, action="store_true", help="show tracebacks"
+    )
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = _common(top=False)
+    parser = argparse.ArgumentParser(
+        prog="docpipe",
+        description="Ask questions of long contracts; answers cite the pages they come from.",
+        parents=[_common(top=True)],
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("ingest", parents=[common], help="extract, section and index PDFs (cached by content)")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument("--password", help="password for encrypted PDFs")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    for name, helptext in (("search", "show the sections that match a question"), ("ask", "answer a question with citations")):
+        p = sub.add_parser(name, parents=[common], help=helptext)
+        p.add_argument("file", type=Path, metavar="FILE")
+        p.add_argument("question", metavar="QUESTION")
+        p.add_argument("-k", type=int, help="sections to retrieve (default 4)")
+        p.add_argument("--password", help="password for an encrypted PDF")
+        p.add_argument("--json", action="store_true", help="print JSON")
+        if name == "search":
+            p.add_argument("--budget", type=int, help="token budget for the returned sections (default 16384)")
+
+    p = sub.add_parser(
+        "eval-retrieval",
+        parents=[common],
+        help="measure retrieval recall at context budgets on CUAD-format labelled data",
+    )
+    p.add_argument("folder", type=Path, metavar="DIR", help="folder with annotations.jsonl and pdf/")
+    p.add_argument("--budgets", default="2048,4096,8192,16384", help="comma-separated token budgets")
+    p.add_argument("--limit", type=int, help="evaluate only the first N contracts")
+    p.add_argument("--no-baseline", action="store_true", help="skip the naive whole-chunk baseline")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    return parser
+
+
+def _settings(args: argparse.Namespace):
+    from docpipe.settings import Settings
+
+    overrides: dict[str, Any] = {}
+    if args.extractor:
+        overrides["extraction"] = {"extractor": args.extractor}
+    if args.home:
+        overrides["home"] = args.home
+    if args.preset:
+        return Settings.preset(args.preset, **overrides)
+    settings = Settings()
+    if overrides:
+        data = settings.model_dump()
+        for key, value in overrides.items():
+            data[key] = {**data[key], **value} if isinstance(value, dict) else value
+        settings = Settings(**data)
+    return settings
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="file", file=sys.stderr, dynamic_ncols=True, leave=False)
+
+
+def _emit(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _doc_summary(doc) -> dict[str, Any]:
+    return {
+        "id": doc.id,
+        "name": doc.name,
+        "pages": len(doc.pages),
+        "sections": len(doc.sections),
+        "extractor": doc.extractor,
+        "page_statuses": {str(k): v for k, v in doc.page_statuses.items()},
+        "warnings": doc.warnings,
+    }
+
+
+def _cmd_ingest(dp, args) -> int:
+    bar = _progress(len(args.files), sys.stderr.isatty() and not args.json)
+    results, failed = [], 0
+    for path in args.files:
+        if bar is not None:
+            bar.set_description(path.name[:40])
+        try:
+            doc = dp.ingest(path, password=args.password, progress=(lambda s: bar.set_postfix_str(s)) if bar else None)
+            results.append(_doc_summary(doc))
+        except DocpipeError as exc:
+            failed += 1
+            results.append({"name": str(path), "error": str(exc), "error_type": type(exc).__name__})
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    if args.json:
+        _emit(results)
+    else:
+        for item in results:
+            if "error" in item:
+                print(f"FAILED  {item['name']}: {item['error']}")
+                continue
+            print(f"ok      {item['name']}: {item['pages']} pages, {item['sections']} sections, id {item['id'][:12]}")
+            for warning in item["warnings"]:
+                print(f"        warning: {warning}")
+    return EXIT_ERROR if failed else 0
+
+
+def _cmd_search(dp, args) -> int:
+    hits = dp.search(args.file, args.question, k=args.k, budget_tokens=args.budget, password=args.password)
+    if args.json:
+        _emit([h.to_dict() for h in hits])
+        return 0
+    if not hits:
+        print("No section matches the question.")
+    for hit in hits:
+        print(f"[{hit.section_id}] {' > '.join(hit.heading_path)} ({hit.pages}, {hit.n_tokens} tokens, score {hit.score:.4f})")
+        print(textwrap.indent(textwrap.shorten(hit.text, 400, placeholder=" ..."), "    "))
+    return 0
+
+
+def _cmd_ask(dp, args) -> int:
+    answer = dp.ask(args.file, args.question, k=args.k, password=args.password)
+    if args.json:
+        _emit(answer.to_dict())
+        return 0
+    print(f"Q: {answer.question}\n")
+    print(answer.text)
+    if answer.citations:
+        print("\nSources:")
+        for c in answer.citations:
+            mark = "verified" if c.verified else "NOT VERIFIED against the page text"
+            print(f"  [{c.section_id}] {c.heading}, {c.pages} ({mark})")
+    if answer.notice:
+        print("\n" + textwrap.fill(answer.notice, 100))
+    return 0
+
+
+def _cmd_eval(dp, args) -> int:
+    from docpipe.evaluate import evaluate_retrieval, format_report
+
+    try:
+        budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
+    except ValueError:
+        from docpipe.errors import ConfigError
+
+        raise ConfigError(f"--budgets must be comma-separated integers, got {args.budgets!r}") from None
+    report = evaluate_retrieval(
+        dp,
+        args.folder,
+        budgets=budgets,
+        limit=args.limit,
+        baseline=not args.no_baseline,
+        progress=sys.stderr.isatty() and not args.json,
+    )
+    if args.json:
+        _emit(report)
+    else:
+        print(format_report(report))
+    return 0
+
+
+_COMMANDS = {"ingest": _cmd_ingest, "search": _cmd_search, "ask": _cmd_ask, "eval-retrieval": _cmd_eval}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Returns the process exit code for the `docpipe` command line."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING,
+        format="docpipe: %(levelname)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if not args.debug:
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        from docpipe.pipeline import DocPipe
+
+        dp = DocPipe(_settings(args))
+        return _COMMANDS[args.command](dp, args)
+    except DocpipeError as exc:
+        if args.debug:
+            raise
+        print(f"docpipe: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("docpipe: interrupted", file=sys.stderr)
+        return 130

