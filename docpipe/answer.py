@@ -101,7 +101,8 @@ def verify_quote(quote: str, doc: Document) -> tuple[bool, int, int]:
     return True, doc.pages[first].number, doc.pages[last].number
 
 
-_SENTENCE_END = re.compile(r"(?<=[.;:?!])[\"”’)]?\s+(?=[\"“(A-Z0-9])|\n\s*\n|\n(?=\s*\(?[a-z0-9ivx]{1,4}\)\s)")
+# Sentence ends, clause items after ";" or ":", and blank lines; a wrapped line ("three\n(3) years") is not an end.
+_SENTENCE_END = re.compile(r"(?<=[.;:?!])[\"”’)]?\s+(?=[\"“(A-Z0-9])|\n\s*\n")
 
 
 def _sentences(text: str) -> list[tuple[int, int]]:
@@ -121,6 +122,10 @@ def _sentences(text: str) -> list[tuple[int, int]]:
     return out
 
 
+def _stems(text: str) -> set[str]:
+    return {word[:6] for word in tokenize(text) if not word.isdigit()} - {"what", "which", "who", "when", "how"}
+
+
 def extractive_answer(
     question: str,
     hits: list[Hit],
@@ -129,12 +134,22 @@ def extractive_answer(
     *,
     sentences: int = 3,
     fingerprint: str = "",
+    cache: dict[str, Any] | None = None,
 ) -> Answer:
     """Returns the sentences of the retrieved sections that best match `question`, quoted verbatim."""
+    import numpy as np
+
+    cache = {} if cache is None else cache
     candidates: list[tuple[Hit, str]] = []
+    blocks = []
     for hit in hits:
-        for start, end in _sentences(hit.text):
-            candidates.append((hit, hit.text[start:end]))
+        if hit.section_id not in cache:
+            texts = [hit.text[start:end] for start, end in _sentences(hit.text)]
+            cache[hit.section_id] = (texts, embedder.embed(texts) if texts else None)
+        texts, vectors = cache[hit.section_id]
+        candidates.extend((hit, text) for text in texts)
+        if vectors is not None:
+            blocks.append(vectors)
     if not candidates:
         return Answer(
             question=question,
@@ -147,13 +162,14 @@ def extractive_answer(
             section_ids=[h.section_id for h in hits],
             notice=ENABLE_MODEL_HINT,
         )
-    vectors = embedder.embed([text for _, text in candidates])
+    vectors = np.concatenate(blocks)
     query = embedder.embed([question])[0]
-    terms = set(tokenize(question))
+    terms = _stems(question)
     scored = []
     for (hit, text), vector in zip(candidates, vectors):
-        overlap = len(terms & set(tokenize(text))) / max(len(terms), 1)
-        scored.append((float(vector @ query) + 0.15 * overlap, hit, text))
+        # Shared word stems back the embedding: "terminate ... notice" answers "notice ... termination".
+        overlap = len(terms & _stems(text)) / max(len(terms), 1)
+        scored.append((float(vector @ query) + 0.25 * overlap, hit, text))
     scored.sort(key=lambda item: -item[0])
 
     citations: list[Citation] = []

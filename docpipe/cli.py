@@ -165,9 +165,9 @@ def _cmd_ask(dp, args) -> int:
     print(answer.text)
     if answer.citations:
         print("\nSources:")
-        for c in answer.citations:
-            mark = "verified" if c.verified else "NOT VERIFIED against the page text"
-            print(f"  [{c.section_id}] {c.heading}, {c.pages} ({mark})")
+        for number, c in enumerate(answer.citations, 1):
+            mark = "quote verified on the page" if c.verified else "NOT VERIFIED against the page text"
+            print(f"  {number}. section {c.section_id} ({c.heading}), {c.pages}: {mark}")
     if answer.notice:
         print("\n" + textwrap.fill(answer.notice, 100))
     return 0
@@ -223,3 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("docpipe: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Output piped into `head` and the like: stop quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

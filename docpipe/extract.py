@@ -37,8 +37,8 @@ from docpipe.errors import (
     ExtractionTimeoutError,
     InputError,
     MalformedPDFError,
-    NoTextError,
     NotAPDFError,
+    NoTextError,
     PasswordRequiredError,
     WrongPasswordError,
 )
@@ -221,7 +221,9 @@ def _timeout_message(name: str, extractor: str, timeout_s: float) -> str:
     )
 
 
-def _worker_died(name: str, extractor: str, returncode: int, stderr: str, memory_limit_mb: int) -> ExtractionError:
+def _worker_died(
+    name: str, extractor: str, returncode: int | None, stderr: str, memory_limit_mb: int
+) -> ExtractionError:
     """Returns the error for a worker that ended without a reply (killed by a signal or crashed)."""
     if returncode is not None and returncode < 0:
         try:
@@ -384,7 +386,7 @@ def _extract(
             text = _normalise(text)
         except Exception as exc:  # one bad page must not lose the others
             failures.append((number, exc))
-            detail = "out of memory" if isinstance(exc, MemoryError) else _reason(exc)
+            detail = f"out of memory (limit {memory_limit_mb} MB)" if isinstance(exc, MemoryError) else _reason(exc)
             pages.append((number, "", PageStatus.ERROR.value, detail))
             continue
         text = _with_form_fields(text, fields, seen_fields)
@@ -515,7 +517,7 @@ def _encryption_problem(data: bytes) -> str:
             return f"unknown revision /R {revision}"
         expected = 48 if revision >= 5 else 32
         for key in ("/O", "/U"):
-            value = encrypt.get(key)
+            value: Any = encrypt.get(key)
             size = len(value.original_bytes) if hasattr(value, "original_bytes") else -1
             if size < expected:
                 return f"{key} is {size} bytes, expected {expected}" if size >= 0 else f"{key} is missing"
@@ -567,7 +569,8 @@ class _PypdfReader:
 
     def _has_form(self) -> bool:
         try:
-            form = self.reader.trailer["/Root"].get_object().get("/AcroForm")
+            root: Any = self.reader.trailer["/Root"].get_object()
+            form: Any = root.get("/AcroForm")
             return form is not None and bool(form.get_object().get("/Fields"))
         except Exception:
             return False

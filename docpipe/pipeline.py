@@ -304,4 +304,5 @@ class DocPipe:
             self.embedder,
             sentences=self.settings.engine.extractive_sentences,
             fingerprint=self.fingerprint,
+            cache=index.sentence_cache,
         )

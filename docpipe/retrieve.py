@@ -63,6 +63,8 @@ class SearchIndex:
     rrf_k: int = 60
     _bm25: BM25 | None = field(default=None, repr=False)
     _sections: dict[str, Section] = field(default_factory=dict, repr=False)
+    # Sentence vectors per section for extractive answers: a re-ask embeds only the question.
+    sentence_cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._bm25 = BM25([p.text for p in self.passages]) if self.hybrid else None

@@ -41,10 +41,20 @@ def _roman(value: str) -> int:
     return total
 
 
+def _looks_like_annex_title(line: str, id_end: int) -> bool:
+    """Returns True for "EXHIBIT A STATEMENT OF WORK", "Exhibit B - Form of Note", "Schedule 1";
+    False for body text that wraps onto a line starting "Schedule 1, as amended ..."."""
+    if len(line) > 100:
+        return False
+    rest = line[id_end:].strip()
+    letters = [c for c in line if c.isalpha()]
+    return not rest or rest[0] in "-–—:.(" or all(c.isupper() for c in letters)
+
+
 def _title(line: str) -> str:
     """Returns a short heading for a heading line: up to the end of its title sentence."""
     line = " ".join(line.split())
-    match = re.match(r"^(.{3,90}?[.:])(?:\s|$)", line)
+    match = re.match(r"^(.{3,90}?(?<!\bNo)(?<!\bNO)[.:])(?:\s|$)", line)
     if match and not re.fullmatch(r"[\w\s]*\d+\.(\d+\.?)?", match.group(1)):
         return match.group(1).rstrip(".:")
     return line if len(line) <= 90 else line[:87].rstrip() + "..."
@@ -68,7 +78,7 @@ def find_headings(text: str) -> list[_Heading]:
         offset += len(raw)
         if not line or len(line) > _MAX_HEADING_LINE and not (_SUB.match(line) or _TOP.match(line)):
             continue
-        if (match := _ANNEX.match(line)) and len(line) <= 100:
+        if (match := _ANNEX.match(line)) and _looks_like_annex_title(line, match.end()):
             # An SEC exhibit stamp ("Exhibit 10.1") above the title is not an annex of the contract.
             if not headings and line_start < 300:
                 continue

@@ -135,10 +135,13 @@ class Settings(BaseSettings):
             "extraction": self.extraction.extractor,
             "chunking": self.chunking.model_dump(),
             "embedding": self.embedding.model,
-            "format": 1,
+            # Bump when extraction, sectioning or passage logic changes what an index holds.
+            "format": INDEX_FORMAT,
         }
         return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
 
+
+INDEX_FORMAT = 2
 
 PRESETS: dict[str, dict[str, Any]] = {
     "default": {},

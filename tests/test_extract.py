@@ -25,8 +25,8 @@ from docpipe.errors import (
     ExtractionTimeoutError,
     InputError,
     MalformedPDFError,
-    NoTextError,
     NotAPDFError,
+    NoTextError,
     PasswordRequiredError,
     WrongPasswordError,
 )
@@ -334,8 +334,8 @@ def decompression_bomb() -> bytes:
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> "
-        b"/Contents 4 0 R >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        + b"/Resources << /Font << /F1 5 0 R >> >> >>",
         b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(body) + body + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
