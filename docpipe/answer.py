@@ -105,6 +105,9 @@ def verify_quote(quote: str, doc: Document) -> tuple[bool, int, int]:
 _SENTENCE_END = re.compile(r"(?<=[.;:?!])[\"”’)]?\s+(?=[\"“(A-Z0-9])|\n\s*\n")
 
 
+_HEADING_ONLY = re.compile(r"(?:ARTICLE\s+\w+\s+|Section\s+)?\d+(?:\.\d+)*\.?\s+[^.;:]{1,80}[.:]?", re.IGNORECASE)
+
+
 def _sentences(text: str) -> list[tuple[int, int]]:
     """Returns (start, end) offsets into `text` of its sentences (clause items count as sentences)."""
     spans, cursor = [], 0
@@ -117,7 +120,8 @@ def _sentences(text: str) -> list[tuple[int, int]]:
         piece = text[start:end]
         lead = len(piece) - len(piece.lstrip())
         piece = piece.strip()
-        if len(tokenize(piece)) >= 4:
+        # A bare heading ("9.6 Governing Law; Jurisdiction.") answers nothing.
+        if len(tokenize(piece)) >= 4 and not _HEADING_ONLY.fullmatch(piece):
             out.append((start + lead, start + lead + len(piece)))
     return out
 

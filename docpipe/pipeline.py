@@ -64,13 +64,38 @@ def _password_check(doc_id: str, password: str) -> str:
     return hashlib.pbkdf2_hmac("sha256", password.encode(), doc_id.encode(), 100_000).hex()
 
 
+def _open_pdf(data: bytes):
+    import io
+
+    from pypdf import PdfReader
+
+    return PdfReader(io.BytesIO(data))
+
+
+def _needs_password(data: bytes) -> bool:
+    """Returns True when the PDF does not open with the empty user password."""
+    try:
+        reader = _open_pdf(data)
+        return bool(reader.is_encrypted) and not reader.decrypt("")
+    except Exception:  # noqa: BLE001 - unreadable by pypdf: the extractor that read it decides
+        logger.debug("cannot check the encryption of a PDF with pypdf", exc_info=True)
+        return False
+
+
+def _opens_with(data: bytes, password: str) -> bool:
+    try:
+        return bool(_open_pdf(data).decrypt(password))
+    except Exception:  # noqa: BLE001 - any failure means the password is not proven
+        return False
+
+
 class DocPipe:
     """Returns documents, search hits and answers for contracts: the public entry point.
 
     >>> dp = DocPipe(Settings.preset("test"))               # doctest: +SKIP
     >>> doc = dp.ingest("samples/master_services_agreement.pdf")  # doctest: +SKIP
     >>> dp.ask(doc, "What is the notice period for termination for convenience?").citations[0].pages  # doctest: +SKIP
-    'p. 7'
+    'p. 9'
     """
 
     def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None) -> None:
@@ -120,14 +145,15 @@ class DocPipe:
         if index is None:
             index = self._load_index(doc_id)
         if index is not None:
-            self._check_access(index.doc, password)
+            self._check_access(index.doc, password, data)
             self._remember(key, index)
             return index
         index = self._build_index(doc_id, data, label, password, progress)
         self._remember(key, index)
         return index
 
-    def _check_access(self, doc: Document, password: str | None) -> None:
+    def _check_access(self, doc: Document, password: str | None, data: bytes) -> None:
+        """Hands stored text of a password-protected PDF out only to a caller who can open the PDF."""
         check = doc.password_check
         if not check:
             return
@@ -136,8 +162,12 @@ class DocPipe:
                 f"{doc.name} is encrypted: pass the password (--password on the command line, password= in Python)",
                 path=doc.name,
             )
-        if _password_check(doc.id, password) != check:
-            raise WrongPasswordError(f"the password does not open {doc.name}: check it and try again", path=doc.name)
+        # The stored check covers the password used first; the PDF's other password (user vs owner) also opens it.
+        if _password_check(doc.id, password) != check and not _opens_with(data, password):
+            raise WrongPasswordError(
+                f"the password does not open {doc.name}: check it (the user or the owner password both work)",
+                path=doc.name,
+            )
 
     def _extract(self, doc_id: str, data: bytes, label: str, password: str | None, progress: Progress) -> dict:
         extractor = self.settings.extraction.extractor
@@ -152,7 +182,7 @@ class DocPipe:
             "name": label,
             "extractor": extractor,
             "pages": [{"number": p.number, "text": p.text, "status": p.status.value, "detail": p.detail} for p in pages],
-            "password_check": _password_check(doc_id, password) if password and b"/Encrypt" in data else None,
+            "password_check": _password_check(doc_id, password) if password and _needs_password(data) else None,
         }
         self.store.save_source(doc_id, data)
         self.store.save_extraction(doc_id, extractor, record)
@@ -176,7 +206,7 @@ class DocPipe:
             fingerprint=self.fingerprint,
             password_check=record.get("password_check"),
         )
-        self._check_access(doc, password)
+        self._check_access(doc, password, data)
         progress("splitting into sections")
         counter = get_token_counter(self.settings.chunking.tokenizer)
         doc.sections = split_sections(doc, counter, self.settings.chunking)
