@@ -72,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(args: argparse.Namespace):
-    from docpipe.settings import Settings
+    from docpipe.settings import Settings, load_settings
 
     overrides: dict[str, Any] = {}
     if args.extractor:
@@ -81,12 +81,12 @@ def _settings(args: argparse.Namespace):
         overrides["home"] = args.home
     if args.preset:
         return Settings.preset(args.preset, **overrides)
-    settings = Settings()
+    settings = load_settings()
     if overrides:
         data = settings.model_dump()
         for key, value in overrides.items():
             data[key] = {**data[key], **value} if isinstance(value, dict) else value
-        settings = Settings(**data)
+        settings = load_settings(**data)
     return settings
 
 

@@ -8,6 +8,7 @@ what it actually reads: MiniLM reads 256 word-pieces and silently drops the rest
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import re
@@ -78,39 +79,75 @@ class HashingEmbedder:
 
 
 class SentenceTransformerEmbedder:
-    """Returns embeddings from a sentence-transformers model, loaded without touching the model hub."""
+    """Returns embeddings from a sentence-transformers model, loaded without touching the model hub.
+
+    torch loads only for bulk work (ingestion). A few short texts (a question, the sentences of a few
+    sections) go through a NumPy forward pass of the same weights when the model is a plain BERT
+    encoder, so asking about an indexed contract does not pay seconds of torch start-up.
+    """
+
+    #: Up to this many texts are embedded with NumPy while torch is not loaded.
+    NUMPY_BATCH_LIMIT = 96
 
     def __init__(self, model: str = PACKAGED_MINILM, *, device: str = "cpu", batch_size: int = 32) -> None:
-        path = _resolve_model(model)
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError as exc:
-            raise DependencyError(
-                "sentence-transformers is not installed: pip install sentence-transformers"
-            ) from exc
-        from transformers.utils import logging as hf_logging
+        from docpipe import bert_numpy
 
-        hf_logging.disable_progress_bar()  # the library never prints; the CLI owns the terminal
-        self._model = SentenceTransformer(str(path), device=device)
-        self._tokenizer = self._model.tokenizer
+        self._path = _resolve_model(model)
+        self._device = device
         self._batch_size = batch_size
-        # The model adds [CLS] and [SEP] around what it reads.
-        specials = len(self._tokenizer("", add_special_tokens=True)["input_ids"])
-        self.max_tokens = int(self._model.max_seq_length) - specials
-        self.dim = int(self._model.get_embedding_dimension())
+        self._model = None  # sentence_transformers.SentenceTransformer, on first bulk use
+        self._numpy: bert_numpy.NumpyBertEncoder | None = None
+        self._numpy_ok = bert_numpy.supports(self._path)
         self.name = model if model == PACKAGED_MINILM else Path(model).name
+        limits = _read_json(self._path / "sentence_bert_config.json")
+        config = _read_json(self._path / "config.json")
+        if self._numpy_ok and "max_seq_length" in limits and "hidden_size" in config:
+            from tokenizers import Tokenizer
+
+            self._max_seq_length = int(limits["max_seq_length"])
+            self._tokenizer = Tokenizer.from_file(str(self._path / "tokenizer.json"))
+            # tokenizer.json may carry its own truncation/padding; spans must cover the whole text.
+            self._tokenizer.no_truncation()
+            self._tokenizer.no_padding()
+            self.dim = int(config["hidden_size"])
+        else:
+            st = self._load_torch_model()
+            self._max_seq_length = int(st.max_seq_length)
+            self._tokenizer = st.tokenizer.backend_tokenizer
+            self.dim = int(st.get_embedding_dimension())
+        # The model adds [CLS] and [SEP] around what it reads.
+        self.max_tokens = self._max_seq_length - len(self._tokenizer.encode("", add_special_tokens=True).ids)
+
+    def _load_torch_model(self):
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as exc:
+                raise DependencyError(
+                    "sentence-transformers is not installed: pip install sentence-transformers"
+                ) from exc
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # the library never prints; the CLI owns the terminal
+            self._model = SentenceTransformer(str(self._path), device=self._device)
+        return self._model
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
-        # The fast tokenizer's backend: exact offsets, no "sequence too long" warning for long sections.
-        encoded = self._tokenizer.backend_tokenizer.encode(text, add_special_tokens=False)
+        encoded = self._tokenizer.encode(text, add_special_tokens=False)
         return list(encoded.offsets)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         import numpy as np
 
-        vectors = self._model.encode(
+        if self._model is None and self._numpy_ok and len(texts) <= self.NUMPY_BATCH_LIMIT:
+            if self._numpy is None:
+                from docpipe.bert_numpy import NumpyBertEncoder
+
+                self._numpy = NumpyBertEncoder(self._path, self._max_seq_length)
+            return self._numpy.encode(texts, batch_size=self._batch_size)
+        vectors = self._load_torch_model().encode(
             texts,
             batch_size=self._batch_size,
             normalize_embeddings=True,
@@ -118,6 +155,13 @@ class SentenceTransformerEmbedder:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def _resolve_model(model: str) -> Path:

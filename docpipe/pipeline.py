@@ -21,7 +21,7 @@ from docpipe.errors import (
     WrongPasswordError,
 )
 from docpipe.retrieve import Hit, SearchIndex, fit_budget
-from docpipe.settings import Settings
+from docpipe.settings import Settings, load_settings
 from docpipe.store import Store, sha256_hex
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def _read_source(source: Source, name: str | None) -> tuple[bytes, str]:
         data = path.read_bytes()
     else:
         raise InputError(
-            f"cannot ingest a {type(source).__name__}: pass a file path or the PDF's bytes",
+            f"cannot ingest an object of type {type(source).__name__}: pass a file path or the PDF's bytes",
         )
     if not data:
         raise EmptyFileError(f"{label} is empty (0 bytes): check the upload or the path", path=label)
@@ -99,7 +99,7 @@ class DocPipe:
     """
 
     def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None) -> None:
-        self.settings = settings if settings is not None else Settings()
+        self.settings = settings if settings is not None else load_settings()
         self.store = Store(self.settings.store_root())
         self._embedder = embedder
         self._loaded: OrderedDict[tuple[str, str], SearchIndex] = OrderedDict()
@@ -267,13 +267,19 @@ class DocPipe:
     def _index_for(self, doc: DocLike, password: str | None = None) -> SearchIndex:
         if isinstance(doc, Document):
             index = self._loaded.get((doc.id, self.fingerprint)) or self._load_index(doc.id)
-            if index is None:
-                source = self.store.doc_dir(doc.id) / "source.pdf"
-                if not source.exists():
+            source = None
+            if index is None or (index.doc.password_check and doc.password_check != index.doc.password_check):
+                # Rebuilding, or a Document that did not come from opening the PDF: the bytes decide.
+                source = self.store.load_source(doc.id)
+                if source is None:
                     raise InputError(
-                        f"document {doc.name} ({doc.id[:12]}) is not in the store at {self.store.root}: ingest it again"
+                        f"document {doc.name} ({doc.id[:12]}) is not in the store at {self.store.root}: "
+                        "ingest the PDF again"
                     )
-                index = self._build_index(doc.id, source.read_bytes(), doc.name, password, lambda _s: None)
+            if index is None:
+                index = self._build_index(doc.id, source, doc.name, password, lambda _s: None)
+            elif source is not None:
+                self._check_access(index.doc, password, source)
             self._remember((doc.id, self.fingerprint), index)
             return index
         data, label = _read_source(doc, None)
@@ -296,11 +302,17 @@ class DocPipe:
         password: str | None = None,
     ) -> list[Hit]:
         """Returns the top `k` sections for `question` (default 4) that fit in the token budget together."""
-        k = self.settings.retrieval.k if k is None else k
-        if k <= 0:
-            raise ConfigError(f"k must be at least 1, got {k}")
-        budget = self.settings.retrieval.budget_tokens if budget_tokens is None else budget_tokens
+        k, budget = self._limits(k, budget_tokens)
         return fit_budget(self.rank(doc, question, password=password), budget, k)
+
+    def _limits(self, k: int | None, budget_tokens: int | None) -> tuple[int, int]:
+        k = self.settings.retrieval.k if k is None else k
+        budget = self.settings.retrieval.budget_tokens if budget_tokens is None else budget_tokens
+        if k < 1:
+            raise ConfigError(f"k must be at least 1, got {k}")
+        if budget < 1:
+            raise ConfigError(f"the token budget must be at least 1, got {budget}")
+        return k, budget
 
     def context(
         self,
@@ -316,10 +328,10 @@ class DocPipe:
         index = self._index_for(doc, password)
         if not question or not question.strip():
             raise ConfigError("the question is empty: ask something about the document")
-        retrieval = self.settings.retrieval
-        budget = retrieval.budget_tokens if budget_tokens is None else budget_tokens
-        pinned = index.front_matter(self.settings.chunking.front_matter_tokens) if retrieval.pin_front_matter else None
-        chosen = fit_budget(index.rank(question), budget, retrieval.k if k is None else k, pinned=pinned)
+        k, budget = self._limits(k, budget_tokens)
+        front = self.settings.chunking.front_matter_tokens
+        pinned = index.front_matter(front) if self.settings.retrieval.pin_front_matter else None
+        chosen = fit_budget(index.rank(question), budget, k, pinned=pinned)
         position = {s.id: i for i, s in enumerate(index.doc.sections)}
         return sorted(chosen, key=lambda h: position[h.section_id])
 

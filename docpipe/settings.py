@@ -24,6 +24,7 @@ __all__ = [
     "RetrievalSettings",
     "Settings",
     "default_home",
+    "load_settings",
 ]
 
 
@@ -106,11 +107,17 @@ class Settings(BaseSettings):
     home: Path | None = Field(
         None, description="Store root (documents, indexes). Default: DOCPIPE_HOME or the user cache dir."
     )
-    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
-    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
-    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
-    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
-    engine: EngineSettings = Field(default_factory=EngineSettings)
+    extraction: ExtractionSettings = Field(
+        default_factory=ExtractionSettings, description="PDF to text: extractor, time and memory bounds."
+    )
+    chunking: ChunkingSettings = Field(
+        default_factory=ChunkingSettings, description="Sections and passages: sizes in tokens."
+    )
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings, description="The passage embedder.")
+    retrieval: RetrievalSettings = Field(
+        default_factory=RetrievalSettings, description="Ranking and the context budget."
+    )
+    engine: EngineSettings = Field(default_factory=EngineSettings, description="How answers are produced.")
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> Settings:
@@ -123,7 +130,7 @@ class Settings(BaseSettings):
                 data[key].update(value)
             else:
                 data[key] = value
-        return cls(**data)
+        return load_settings(**data)
 
     def store_root(self) -> Path:
         """Returns the store directory: `home`, else ``$DOCPIPE_HOME``, else the user cache dir."""
@@ -149,6 +156,22 @@ PRESETS: dict[str, dict[str, Any]] = {
     "fast": {"extraction": {"extractor": "pypdfium2"}},
     "test": {"embedding": {"model": "hashing"}},
 }
+
+
+def load_settings(**data: Any) -> Settings:
+    """Returns `Settings` from arguments and ``DOCPIPE_*`` variables; a bad value is a `ConfigError` that
+    names the setting, its environment variable and what is wrong."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            path = [str(part) for part in error["loc"]]
+            variable = "DOCPIPE_" + "__".join(path).upper()
+            problems.append(f"{'.'.join(path)} (env {variable}): {error['msg']}")
+        raise ConfigError("invalid setting: " + "; ".join(problems)) from None
 
 
 def default_home() -> Path:

@@ -73,9 +73,23 @@ class Store:
 
     # -- source and extraction -------------------------------------------------------------
     def save_source(self, doc_id: str, data: bytes) -> None:
+        """Keeps the PDF's bytes under its id, replacing a stored copy that no longer matches its hash."""
         path = self.doc_dir(doc_id) / "source.pdf"
-        if not path.exists():
-            atomic_write(path, data)
+        try:
+            if sha256_hex(path.read_bytes()) == doc_id:
+                return
+            logger.warning("stored source %s is damaged; replacing it", path)
+        except FileNotFoundError:
+            pass
+        atomic_write(path, data)
+
+    def load_source(self, doc_id: str) -> bytes | None:
+        """Returns the stored PDF bytes, or None when absent or not matching the id."""
+        try:
+            data = (self.doc_dir(doc_id) / "source.pdf").read_bytes()
+        except FileNotFoundError:
+            return None
+        return data if sha256_hex(data) == doc_id else None
 
     def load_extraction(self, doc_id: str, extractor: str) -> dict[str, Any] | None:
         """Returns the stored extraction record, or None when absent or damaged."""
@@ -84,7 +98,11 @@ class Store:
         if record is None:
             return None
         body = json.dumps(record.get("pages"), sort_keys=True).encode()
-        if record.get("format") != _FORMAT or record.get("checksum") != sha256_hex(body):
+        if (
+            record.get("format") != _FORMAT
+            or record.get("checksum") != sha256_hex(body)
+            or not isinstance(record.get("pages"), list)
+        ):
             logger.warning("stored extraction %s is damaged; extracting again", path)
             path.unlink(missing_ok=True)
             return None
@@ -110,6 +128,8 @@ class Store:
             return None
         files: dict[str, bytes] = {}
         try:
+            if not isinstance(manifest.get("files"), dict) or not manifest["files"]:
+                raise ValueError("manifest lists no files")
             for name, digest in manifest["files"].items():
                 data = (folder / name).read_bytes()
                 if sha256_hex(data) != digest:
@@ -144,7 +164,10 @@ class Store:
     @staticmethod
     def _read_json(path: Path) -> dict[str, Any] | None:
         try:
-            return json.loads(path.read_bytes())
+            data = json.loads(path.read_bytes())
+            if not isinstance(data, dict):
+                raise ValueError(f"expected a JSON object, found {type(data).__name__}")
+            return data
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:

@@ -298,14 +298,18 @@ def test_unreadable_input_is_a_one_line_error(home: Path, bad_input: tuple[Path,
 
 def test_debug_shows_the_traceback(home: Path, bad_input: tuple[Path, str]) -> None:
     path, _ = bad_input
-    for args in (["--debug", "ask", path, QUESTION, "--preset", "test"], ["ask", path, QUESTION, "--preset", "test", "--debug"]):
+    for args in (
+        ["--debug", "ask", path, QUESTION, "--preset", "test"],
+        ["ask", path, QUESTION, "--preset", "test", "--debug"],
+    ):
         result = _run(home, *args)
         assert result.returncode != 0
         assert "Traceback" in result.stderr
 
 
 def test_zero_k_is_a_one_line_error(home: Path, sample_pdf: Path) -> None:
-    _assert_one_line_error(_run(home, "search", sample_pdf, QUESTION, "--preset", "test", "-k", "0"), "k must be at least 1")
+    result = _run(home, "search", sample_pdf, QUESTION, "--preset", "test", "-k", "0")
+    _assert_one_line_error(result, "k must be at least 1")
 
 
 def test_empty_question_and_folder_are_one_line_errors(home: Path, sample_pdf: Path) -> None:
@@ -313,18 +317,15 @@ def test_empty_question_and_folder_are_one_line_errors(home: Path, sample_pdf: P
     _assert_one_line_error(_run(home, "ask", sample_pdf.parent, QUESTION, "--preset", "test"), "is a folder")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an invalid DOCPIPE_* value (pydantic ValidationError from Settings()) is not a DocpipeError, "
-    "so the CLI prints a 20-line traceback instead of a one-line 'docpipe: error:'",
-)
 def test_invalid_setting_in_the_environment_is_a_one_line_error(home: Path, sample_pdf: Path) -> None:
     result = _run(home, "search", sample_pdf, QUESTION, "--preset", "test", extra_env={"DOCPIPE_RETRIEVAL__K": "0"})
     _assert_one_line_error(result, "retrieval")
 
 
 def test_encrypted_pdf_opens_with_password(home: Path, encrypted_pdf: Path) -> None:
-    result = _run(home, "search", encrypted_pdf, "encryption", "--password", ENCRYPTED_PASSWORD, "--preset", "test", "--json")
+    result = _run(
+        home, "search", encrypted_pdf, "encryption", "--password", ENCRYPTED_PASSWORD, "--preset", "test", "--json"
+    )
     assert result.returncode == 0, result.stderr
     hits = json.loads(result.stdout)
     assert any("pdf encryption test" in h["text"] for h in hits)

@@ -46,8 +46,9 @@ def test_sample_is_extracted_page_by_page_and_sectioned_by_its_clauses(sample) -
 
 def test_every_embedded_passage_fits_the_embedder(dp: DocPipe, sample) -> None:
     index = dp._index_for(sample)
-    tokenizer = dp.embedder._model.tokenizer
-    limit = dp.embedder._model.max_seq_length
+    model = dp.embedder._load_torch_model()  # the sentence-transformers model is the judge of its own limit
+    tokenizer = model.tokenizer
+    limit = model.max_seq_length
     sections = {s.id: s for s in sample.sections}
     lengths = [
         len(tokenizer(embedding_text(p, sections[p.section_id], dp.embedder))["input_ids"]) for p in index.passages

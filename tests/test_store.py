@@ -264,13 +264,6 @@ def test_damaged_extraction_is_redone_for_new_chunking(pristine, tmp_path: Path,
     assert record is not None and [p["text"] for p in record["pages"]] == [p.text for p in doc.pages]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="bug: Store.load_index/load_extraction assume the JSON is an object; valid JSON of another "
-    "shape (manifest {'files': []}, an extraction that is a list or string) raises AttributeError "
-    "instead of being treated as damage and rebuilt",
-)
 @pytest.mark.parametrize(
     ("relative", "content"),
     [("index/manifest.json", b'{"files": []}'), ("extract-pypdf.json", b"[]"), ("extract-pypdf.json", b'"x"')],
@@ -288,11 +281,6 @@ def test_wrongly_shaped_json_is_treated_as_damage(
         assert [p.text for p in dp.ingest(sample_pdf).pages] == [p.text for p in doc.pages]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Store.save_source never rewrites an existing source.pdf, so a damaged copy survives "
-    "re-ingesting the good file, and a later search on the Document rebuilds from the damaged bytes",
-)
 def test_damaged_source_is_replaced_when_the_good_bytes_come_again(
     pristine, tmp_path: Path, sample_pdf: Path
 ) -> None:
@@ -421,11 +409,6 @@ def test_encrypted_document_is_only_handed_out_with_its_password(tmp_path: Path,
     assert other.ingest(encrypted_pdf, password=ENCRYPTED_PASSWORD).text == doc.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: DocPipe._index_for(Document) loads the stored index without _check_access, so a Document "
-    "carrying only the id of an encrypted PDF (the folder name in the store) gets its text without a password",
-)
 def test_encrypted_document_is_not_handed_out_for_a_bare_id(tmp_path: Path, encrypted_pdf: Path) -> None:
     settings = Settings.preset("test", home=tmp_path / "home")
     doc = DocPipe(settings).ingest(encrypted_pdf, password=ENCRYPTED_PASSWORD)
