@@ -29,6 +29,7 @@ _ANNEX = re.compile(
 _ARTICLE = re.compile(r"^(?:ARTICLE|Article|SECTION)\s+([IVXLC]+|\d{1,2})\b(?!\.\d)")
 _TOP = re.compile(r"^(\d{1,2})\.\s+(?=[A-Z(\"“])")
 _SUB = re.compile(r"^(?:Section\s+|SECTION\s+)?(\d{1,2})\.(\d{1,2})\b(?!\.\d)\.?\s*(?=\S)")
+_TOC_ENTRY = re.compile(r"^\S+(?:\s+\S+)?\s+[A-Za-z][^.]*?(?:\s*\.{2,}\s*|\s+)\d{1,3}$")
 _ROMAN = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
 _MAX_HEADING_LINE = 200
 
@@ -67,16 +68,33 @@ class _Heading:
     title: str
 
 
+def _table_of_contents(lines: list[str]) -> set[int]:
+    """Returns the indexes of lines that read as table-of-contents entries: a title ending in a page
+    number, among at least two more such lines close by (a lone wrapped line "within 30" is not one)."""
+    candidates = [i for i, raw in enumerate(lines) if len(raw.strip()) <= 120 and _TOC_ENTRY.search(raw.strip())]
+    marked = set()
+    for position, index in enumerate(candidates):
+        near = [j for j in candidates[max(0, position - 3) : position + 4] if j != index and abs(j - index) <= 4]
+        if len(near) >= 2:
+            marked.add(index)
+    return marked
+
+
 def find_headings(text: str) -> list[_Heading]:
     """Returns the headings of `text` that continue the document's own numbering, in order."""
     headings: list[_Heading] = []
     major = minor = 0
     offset = 0
-    for raw in text.splitlines(keepends=True):
+    lines = text.splitlines(keepends=True)
+    toc = _table_of_contents(lines)
+    for number, raw in enumerate(lines):
         line = raw.strip()
         line_start = offset + len(raw) - len(raw.lstrip())
         offset += len(raw)
         if not line or len(line) > _MAX_HEADING_LINE and not (_SUB.match(line) or _TOP.match(line)):
+            continue
+        if number in toc:
+            # "20.2 Implementation Of Plan ..... 39": a table of contents entry, not the clause itself.
             continue
         if (match := _ANNEX.match(line)) and _looks_like_annex_title(line, match.end()):
             # An SEC exhibit stamp ("Exhibit 10.1") above the title is not an annex of the contract.

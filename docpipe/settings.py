@@ -148,7 +148,7 @@ class Settings(BaseSettings):
         return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
 
 
-INDEX_FORMAT = 2
+INDEX_FORMAT = 3
 
 PRESETS: dict[str, dict[str, Any]] = {
     "default": {},

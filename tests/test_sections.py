@@ -160,3 +160,15 @@ def test_real_contracts_section_within_limits_and_offsets() -> None:
             assert section.text == doc.text[section.start : section.end]
             assert section.n_tokens <= 4096
             assert 1 <= section.page_start <= section.page_end <= len(pages)
+
+
+def test_table_of_contents_entries_do_not_open_sections() -> None:
+    toc = "TABLE OF CONTENTS\n1.1 Introduction 3\n1.2 Scope 4\n2.1 Fees 5\n2.2 Payment ........ 6\n\n"
+    body = (
+        "1.1 Introduction. This agreement sets out the services.\n1.2 Scope. The scope is the network.\n"
+        "2.1 Fees. Customer pays the fees within 30\ndays of invoice.\n2.2 Payment. Payment is by wire.\n"
+    )
+    titles = [h.title for h in find_headings("SERVICES AGREEMENT\n" + toc + body)]
+    assert titles == ["1.1 Introduction", "1.2 Scope", "2.1 Fees", "2.2 Payment"]
+    # A single line ending in a number ("within 30") is body text, not a table of contents.
+    assert find_headings(body)[2].title == "2.1 Fees"
