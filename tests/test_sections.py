@@ -172,3 +172,11 @@ def test_table_of_contents_entries_do_not_open_sections() -> None:
     assert titles == ["1.1 Introduction", "1.2 Scope", "2.1 Fees", "2.2 Payment"]
     # A single line ending in a number ("within 30") is body text, not a table of contents.
     assert find_headings(body)[2].title == "2.1 Fees"
+
+
+def test_token_counter_chunks_cover_the_text_in_fixed_token_windows() -> None:
+    text = "Either Party may terminate this Agreement upon ninety (90) days' notice. " * 200
+    pieces = COUNTER.chunks(text, 256)
+    assert "".join(piece for piece, _ in pieces) == text
+    assert [n for _, n in pieces[:-1]] == [256] * (len(pieces) - 1)
+    assert sum(n for _, n in pieces) == COUNTER.count(text)
