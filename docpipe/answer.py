@@ -18,13 +18,14 @@ from docpipe.retrieve import Hit
 
 if TYPE_CHECKING:
     from docpipe.embed import Embedder
+    from docpipe.engine.base import GenerationResult
 
-__all__ = ["ENABLE_MODEL_HINT", "Answer", "Citation", "extractive_answer", "verify_quote"]
+__all__ = ["ENABLE_MODEL_HINT", "Answer", "Citation", "extractive_answer", "generative_answer", "verify_quote"]
 
 ENABLE_MODEL_HINT = (
     "No language model is configured, so docpipe quotes the contract instead of writing an answer. "
-    "Generated answers with Qwen3-14B (vLLM on a GPU, or any OpenAI-compatible server) come with the "
-    "engine backend: see README, 'Language models'."
+    "To have Qwen3-14B answer: pip install 'docpipe[gpu]' on a CUDA machine, or point "
+    "DOCPIPE_ENGINE__URL at a server (vllm serve Qwen/Qwen3-14B --reasoning-parser qwen3)."
 )
 
 
@@ -64,12 +65,23 @@ class Answer:
     thinking: str | None = None
     model: str | None = None
     notice: str | None = None
+    thinking_enabled: bool = False
     created: float = field(default_factory=time.time)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["citations"] = [{**asdict(c), "pages": c.pages} for c in self.citations]
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Answer:
+        """Returns the answer stored by `to_dict` (the answer cache keeps them so)."""
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        fields["citations"] = [
+            Citation(**{k: v for k, v in c.items() if k in Citation.__dataclass_fields__})
+            for c in data.get("citations", [])
+        ]
+        return cls(**fields)
 
 
 _SPACE = re.compile(r"\s+")
@@ -205,4 +217,62 @@ def extractive_answer(
         fingerprint=fingerprint,
         section_ids=[h.section_id for h in hits],
         notice=ENABLE_MODEL_HINT,
+    )
+
+
+def generative_answer(
+    question: str,
+    result: GenerationResult,
+    hits: list[Hit],
+    doc: Document,
+    *,
+    engine: str,
+    model: str,
+    fingerprint: str = "",
+) -> Answer:
+    """Returns the model's answer with its quotes checked: each double-quoted span is looked up in the
+    stored page text; a quote that is not there is kept but flagged ``verified=False``."""
+    from docpipe.prompts import extract_quotes
+
+    by_id = {h.section_id: h for h in hits}
+    citations: list[Citation] = []
+    for quote, section_id in extract_quotes(result.text):
+        verified, first, last = verify_quote(quote, doc)
+        hit = by_id.get(section_id or "")
+        if hit is None and verified:
+            needle = _normalise(quote)
+            hit = next((h for h in hits if needle in _normalise(h.text)), None)
+        citations.append(
+            Citation(
+                section_id=hit.section_id if hit else (section_id or ""),
+                heading=hit.heading if hit else "",
+                page_start=first or (hit.page_start if hit else 0),
+                page_end=last or (hit.page_end if hit else 0),
+                quote=quote,
+                verified=verified,
+            )
+        )
+    notice = None
+    if result.error:
+        notice = f"The engine failed on this question: {result.error}"
+    elif not result.text:
+        notice = "The model returned no answer text" + (
+            " (its thinking was cut by the thinking budget)." if result.thinking_truncated else "."
+        )
+    elif any(not c.verified for c in citations):
+        notice = "Some quotes were not found in the document and are marked unverified: do not rely on them."
+    elif not citations:
+        notice = "The answer quotes nothing from the document: check it against the cited sections."
+    return Answer(
+        question=question,
+        text=result.text,
+        mode="generative",
+        citations=citations,
+        engine=engine,
+        document_id=doc.id,
+        fingerprint=fingerprint,
+        section_ids=[h.section_id for h in hits],
+        thinking=result.thinking,
+        model=model,
+        notice=notice,
     )

@@ -48,15 +48,28 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--password", help="password for encrypted PDFs")
     p.add_argument("--json", action="store_true", help="print JSON")
 
-    for name, helptext in (("search", "show the sections that match a question"), ("ask", "answer a question with citations")):
-        p = sub.add_parser(name, parents=[common], help=helptext)
-        p.add_argument("file", type=Path, metavar="FILE")
-        p.add_argument("question", metavar="QUESTION")
-        p.add_argument("-k", type=int, help="sections to retrieve (default 4)")
-        p.add_argument("--password", help="password for an encrypted PDF")
-        p.add_argument("--json", action="store_true", help="print JSON")
-        if name == "search":
-            p.add_argument("--budget", type=int, help="token budget for the returned sections (default 16384)")
+    p = sub.add_parser("search", parents=[common], help="show the sections that match a question")
+    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("question", metavar="QUESTION")
+    p.add_argument("-k", type=int, help="sections to retrieve (default 4)")
+    p.add_argument("--password", help="password for an encrypted PDF")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--budget", type=int, help="token budget for the returned sections (default 16384)")
+
+    p = sub.add_parser("ask", parents=[common], help="answer questions with citations (one engine batch)")
+    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("question", nargs="?", metavar="QUESTION")
+    p.add_argument("-q", "--question", dest="more", action="append", default=[], help="another question (repeat)")
+    p.add_argument("--questions-file", type=Path, help="a file with one question per line")
+    p.add_argument("-k", type=int, help="sections to retrieve (default 4)")
+    p.add_argument("--mode", choices=["auto", "think", "no_think"], help="Qwen3 thinking mode (default auto)")
+    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
+    p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
+    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the answer cache")
+    p.add_argument("--show-thinking", action="store_true", help="print the model's thinking after the answer")
+    p.add_argument("--password", help="password for an encrypted PDF")
+    p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser(
         "eval-retrieval",
@@ -77,6 +90,17 @@ def _settings(args: argparse.Namespace):
     overrides: dict[str, Any] = {}
     if args.extractor:
         overrides["extraction"] = {"extractor": args.extractor}
+    engine = {
+        key: value
+        for key, value in (
+            ("backend", getattr(args, "engine", None)),
+            ("model", getattr(args, "model", None)),
+            ("url", getattr(args, "url", None)),
+        )
+        if value
+    }
+    if engine:
+        overrides["engine"] = engine
     if args.home:
         overrides["home"] = args.home
     if args.preset:
@@ -156,20 +180,49 @@ def _cmd_search(dp, args) -> int:
     return 0
 
 
-def _cmd_ask(dp, args) -> int:
-    answer = dp.ask(args.file, args.question, k=args.k, password=args.password)
-    if args.json:
-        _emit(answer.to_dict())
-        return 0
+def _questions(args) -> list[str]:
+    from docpipe.errors import ConfigError, FileMissingError
+
+    questions = ([args.question] if args.question else []) + list(args.more)
+    if args.questions_file:
+        try:
+            lines = args.questions_file.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            raise FileMissingError(f"no such questions file: {args.questions_file}") from None
+        questions += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    if not questions:
+        raise ConfigError("no question given: docpipe ask FILE \"QUESTION\" (or -q, --questions-file)")
+    return questions
+
+
+def _print_answer(answer, *, show_thinking: bool) -> None:
     print(f"Q: {answer.question}\n")
-    print(answer.text)
+    print(answer.text or "(no answer text)")
     if answer.citations:
         print("\nSources:")
         for number, c in enumerate(answer.citations, 1):
             mark = "quote verified on the page" if c.verified else "NOT VERIFIED against the page text"
-            print(f"  {number}. section {c.section_id} ({c.heading}), {c.pages}: {mark}")
+            where = f"section {c.section_id} ({c.heading}), {c.pages}" if c.section_id else "not in the given sections"
+            print(f"  {number}. {where}: {mark}")
+    if answer.thinking:
+        if show_thinking:
+            print("\nThinking:\n" + textwrap.indent(answer.thinking, "  "))
+        else:
+            print(f"\n(The model thought first: {len(answer.thinking)} characters; --show-thinking prints them.)")
     if answer.notice:
         print("\n" + textwrap.fill(answer.notice, 100))
+
+
+def _cmd_ask(dp, args) -> int:
+    questions = _questions(args)
+    answers = dp.ask_many(args.file, questions, k=args.k, mode=args.mode, password=args.password, use_cache=not args.no_cache)
+    if args.json:
+        _emit(answers[0].to_dict() if len(answers) == 1 and args.question and not args.more else [a.to_dict() for a in answers])
+        return 0
+    for number, answer in enumerate(answers):
+        if number:
+            print("\n" + "-" * 80 + "\n")
+        _print_answer(answer, show_thinking=args.show_thinking)
     return 0
 
 

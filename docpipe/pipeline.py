@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Union
 
-from docpipe.answer import Answer, extractive_answer
+from docpipe.answer import Answer, extractive_answer, generative_answer
 from docpipe.document import Document, Page, PageStatus, Passage
 from docpipe.errors import (
     ConfigError,
@@ -26,6 +27,8 @@ from docpipe.store import Store, sha256_hex
 
 if TYPE_CHECKING:
     from docpipe.embed import Embedder
+    from docpipe.engine.base import Engine
+    from docpipe.prompts import ThinkingMode
 
 __all__ = ["DocPipe", "Source"]
 
@@ -98,11 +101,19 @@ class DocPipe:
     'p. 9'
     """
 
-    def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        embedder: Embedder | None = None,
+        engine: Engine | None = None,
+    ) -> None:
         self.settings = settings if settings is not None else load_settings()
         self.store = Store(self.settings.store_root())
         self._embedder = embedder
         self._loaded: OrderedDict[tuple[str, str], SearchIndex] = OrderedDict()
+        self._engine: Engine | None | _Unset = _UNSET if engine is None else engine
+        self._cache = None
         if embedder is not None and self.settings.embedding.model != embedder.name:
             # A custom embedder must not share index entries with the configured one.
             self.settings = self.settings.model_copy(
@@ -335,16 +346,156 @@ class DocPipe:
         position = {s.id: i for i, s in enumerate(index.doc.sections)}
         return sorted(chosen, key=lambda h: position[h.section_id])
 
-    def ask(self, doc: DocLike, question: str, *, k: int | None = None, password: str | None = None) -> Answer:
-        """Returns an `Answer` with verified citations; extractive while no language model is configured."""
+    # -- answers -----------------------------------------------------------------------------
+    @property
+    def engine(self) -> Engine | None:
+        """Returns the answer engine the settings select (loaded on first use), or None: extractive answers."""
+        if self._engine is _UNSET:
+            from docpipe.engine import load_engine
+
+            self._engine = load_engine(self.settings.engine, cache_root=self.store.root / "vllm-cache")
+        return self._engine  # type: ignore[return-value]
+
+    @property
+    def cache(self):
+        """Returns the answer cache (SQLite under the store, or DOCPIPE_CACHE_URL), opened on first use."""
+        if self._cache is None:
+            from docpipe.cache import open_cache
+
+            url = os.environ.get("DOCPIPE_CACHE_URL") or self.settings.cache_url
+            self._cache = open_cache(url, store_root=self.store.root, ttl_s=self.settings.cache_ttl_s)
+        return self._cache
+
+    def ask(
+        self,
+        doc: DocLike,
+        question: str,
+        *,
+        k: int | None = None,
+        mode: ThinkingMode | None = None,
+        password: str | None = None,
+        use_cache: bool = True,
+    ) -> Answer:
+        """Returns an `Answer` with checked citations: from the configured language model, else extractive.
+
+        `mode` is ``auto`` (think for analysis questions), ``think`` or ``no_think``; Qwen3's ``/think`` and
+        ``/no_think`` in the question are honoured in ``auto``.
+        """
+        return self.ask_many(doc, [question], k=k, mode=mode, password=password, use_cache=use_cache)[0]
+
+    def ask_many(
+        self,
+        doc: DocLike,
+        questions: list[str],
+        *,
+        k: int | None = None,
+        mode: ThinkingMode | None = None,
+        password: str | None = None,
+        use_cache: bool = True,
+        analysis: bool = False,
+    ) -> list[Answer]:
+        """Returns one `Answer` per question, in order; the questions go to the engine as one batch."""
+        if isinstance(questions, str):
+            raise ConfigError("ask_many takes a list of questions; use ask() for one question")
         index = self._index_for(doc, password)
-        hits = self.context(index.doc, question, k=k)
-        return extractive_answer(
-            question,
-            hits,
-            index.doc,
-            self.embedder,
-            sentences=self.settings.engine.extractive_sentences,
-            fingerprint=self.fingerprint,
-            cache=index.sentence_cache,
+        contexts = [self.context(index.doc, q, k=k) for q in questions]
+        engine = self.engine
+        if engine is None:
+            return [
+                extractive_answer(
+                    q,
+                    hits,
+                    index.doc,
+                    self.embedder,
+                    sentences=self.settings.engine.extractive_sentences,
+                    fingerprint=self.fingerprint,
+                    cache=index.sentence_cache,
+                )
+                for q, hits in zip(questions, contexts)
+            ]
+        requests = [
+            self._request(q, hits, index.doc, mode or self.settings.engine.thinking, analysis)
+            for q, hits in zip(questions, contexts)
+        ]
+        keys = [self._cache_key(index.doc, r, q) for q, r in zip(questions, requests)]
+        answers: list[Answer | None] = [None] * len(questions)
+        if use_cache:
+            for i, key in enumerate(keys):
+                stored = self._cache_call("get", key)
+                if stored is not None:
+                    answers[i] = Answer.from_dict(stored)
+        todo = [i for i, a in enumerate(answers) if a is None]
+        results = engine.generate([requests[i] for i in todo]) if todo else []
+        for i, result in zip(todo, results):
+            answer = generative_answer(
+                questions[i], result, contexts[i], index.doc,
+                engine=engine.name, model=engine.model, fingerprint=self.fingerprint,
+            )
+            answer.thinking_enabled = requests[i].thinking
+            answers[i] = answer
+            if use_cache and not result.error:
+                self._cache_call("put", keys[i], answer.to_dict())
+        return answers  # type: ignore[return-value]
+
+    def _cache_call(self, method: str, *args: Any) -> Any:
+        """Returns the cache's reply; a failing cache is logged and skipped: it must not cost the answer."""
+        from docpipe.errors import StoreError
+
+        try:
+            return getattr(self.cache, method)(*args)
+        except StoreError as exc:
+            logger.warning("answer cache unavailable (%s); answering without it", exc)
+            return None
+
+    def _request(self, question: str, hits: list[Hit], doc: Document, mode: ThinkingMode, analysis: bool):
+        from docpipe.engine.base import DIRECT_SAMPLING, THINKING_SAMPLING, GenerationRequest
+        from docpipe.prompts import SYSTEM_PROMPT, build_user_prompt, wants_thinking
+
+        settings = self.settings.engine
+        thinking = wants_thinking(question, mode, analysis=analysis)
+        base = THINKING_SAMPLING if thinking else DIRECT_SAMPLING
+        answer_tokens = settings.max_answer_tokens
+        sampling = base.__class__(**{
+            **base.as_dict(),
+            "seed": settings.seed,
+            # Without a budget the thinking comes out of max_tokens too.
+            "max_tokens": answer_tokens + (0 if settings.max_thinking_tokens or not thinking else 4096),
+        })
+        return GenerationRequest(
+            messages=(
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": build_user_prompt(question, hits, document_name=doc.name)},
+            ),
+            thinking=thinking,
+            sampling=sampling,
+            max_thinking_tokens=settings.max_thinking_tokens if thinking else None,
         )
+
+    def _cache_key(self, doc: Document, request, question: str) -> str:
+        from docpipe.cache import cache_key
+        from docpipe.prompts import PROMPT_VERSION
+
+        engine = self.engine
+        return cache_key(
+            document_id=doc.id,
+            question=question,
+            mode="think" if request.thinking else "no_think",
+            model=engine.model if engine else "",
+            prompt_version=PROMPT_VERSION,
+            sampling={**request.sampling.as_dict(), "max_thinking_tokens": request.max_thinking_tokens},
+            engine=engine.name if engine else "",
+            extra={"fingerprint": self.fingerprint, "sections": [s for s in _ids(request)]},
+        )
+
+
+def _ids(request) -> list[str]:
+    import re
+
+    return re.findall(r'<section id="([^"]+)"', request.messages[-1]["content"])
+
+
+class _Unset:
+    pass
+
+
+_UNSET = _Unset()

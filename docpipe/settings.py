@@ -88,10 +88,37 @@ class RetrievalSettings(BaseModel):
 
 
 class EngineSettings(BaseModel):
-    backend: Literal["auto", "extractive"] = Field(
-        "auto", description="Answer engine. Only the extractive answer exists so far."
+    backend: Literal["auto", "extractive", "vllm", "openai", "echo"] = Field(
+        "auto",
+        description="auto: a configured URL -> that server; a local model folder -> vLLM; a CUDA GPU with vLLM "
+        "installed -> vLLM with `model`; otherwise the extractive answer. 'echo' is the deterministic test engine.",
     )
-    model: str = Field("Qwen/Qwen3-14B", description="Answering model (used when an engine is configured).")
+    model: str = Field(
+        "Qwen/Qwen3-14B", description="Answering model: a Hugging Face id, a local model folder, or a served name."
+    )
+    url: str | None = Field(
+        None, description="OpenAI-compatible server (vllm serve, Ollama), e.g. http://127.0.0.1:8000/v1."
+    )
+    api_key: str | None = Field(None, description="API key for the server at `url`, if it needs one.")
+    max_model_len: int = Field(32768, gt=0, description="Context length (131072 with YaRN rope scaling).")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="Share of GPU memory vLLM may take.")
+    quantization: str | None = Field(None, description="vLLM quantization, e.g. 'fp8' (or use an FP8 checkpoint).")
+    tensor_parallel_size: int = Field(1, gt=0, description="GPUs to shard the model over.")
+    max_num_seqs: int | None = Field(None, gt=0, description="Most sequences vLLM batches at once.")
+    enable_prefix_caching: bool = Field(True, description="Reuse KV cache across prompts sharing a prefix.")
+    engine_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Further vLLM engine arguments, passed through untouched."
+    )
+    thinking: Literal["auto", "think", "no_think"] = Field(
+        "auto", description="Qwen3 thinking mode: auto thinks for analysis questions, not for lookups."
+    )
+    max_thinking_tokens: int | None = Field(
+        2048, gt=0, description="Thinking budget; past it the thought is closed and the answer generated."
+    )
+    max_answer_tokens: int = Field(1024, gt=0, description="Most tokens of answer text.")
+    seed: int | None = Field(0, description="Sampling seed (None: random).")
+    max_concurrency: int = Field(16, gt=0, description="Requests in flight to a remote server.")
+    timeout_s: float = Field(300.0, gt=0, description="Per-request timeout for a remote server.")
     extractive_sentences: int = Field(3, gt=0, description="Sentences quoted by the extractive answer.")
 
 
@@ -118,6 +145,12 @@ class Settings(BaseSettings):
         default_factory=RetrievalSettings, description="Ranking and the context budget."
     )
     engine: EngineSettings = Field(default_factory=EngineSettings, description="How answers are produced.")
+    cache_url: str | None = Field(
+        None,
+        description="Answer cache: empty = SQLite under the store; sqlite:///path; redis://host:port/0; 'none'. "
+        "DOCPIPE_CACHE_URL works too.",
+    )
+    cache_ttl_s: float = Field(30 * 86400, gt=0, description="How long a cached answer stays valid, in seconds.")
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> Settings:

@@ -1,0 +1,92 @@
+"""Answer engines behind one batch-first protocol (see `docpipe.engine.base`), and the choice among them."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from docpipe.engine.base import (
+    DIRECT_SAMPLING,
+    THINKING_SAMPLING,
+    AsyncEngine,
+    Engine,
+    GenerationRequest,
+    GenerationResult,
+    SamplingParams,
+    StreamEvent,
+    split_thinking,
+)
+from docpipe.errors import ConfigError
+
+if TYPE_CHECKING:
+    from docpipe.settings import EngineSettings
+
+__all__ = [
+    "DIRECT_SAMPLING",
+    "THINKING_SAMPLING",
+    "AsyncEngine",
+    "Engine",
+    "GenerationRequest",
+    "GenerationResult",
+    "SamplingParams",
+    "StreamEvent",
+    "gpu_available",
+    "load_engine",
+    "split_thinking",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def gpu_available() -> bool:
+    """Returns True when an NVIDIA GPU is visible and vLLM is installed (checked without importing torch)."""
+    has_device = Path("/dev/nvidia0").exists() or bool(os.environ.get("CUDA_VISIBLE_DEVICES", "").strip("-1 "))
+    return has_device and importlib.util.find_spec("vllm") is not None
+
+
+def load_engine(settings: EngineSettings, *, cache_root: Path | None = None) -> Engine | None:
+    """Returns the engine the settings select, or None for the extractive answer (see EngineSettings.backend)."""
+    backend = settings.backend
+    if backend == "auto":
+        if settings.url:
+            backend = "openai"
+        elif Path(settings.model).expanduser().is_dir() or gpu_available():
+            backend = "vllm"
+        else:
+            return None
+    if backend == "extractive":
+        return None
+    if backend == "echo":
+        from docpipe.engine.fake import EchoEngine
+
+        return EchoEngine()
+    if backend == "openai":
+        if not settings.url:
+            raise ConfigError("engine backend 'openai' needs a server URL: set DOCPIPE_ENGINE__URL or --url")
+        from docpipe.engine.openai import OpenAIEngine
+
+        model = None if settings.model == "Qwen/Qwen3-14B" else settings.model
+        return OpenAIEngine(
+            settings.url,
+            model=model,
+            api_key=settings.api_key,
+            max_concurrency=settings.max_concurrency,
+            timeout_s=settings.timeout_s,
+        )
+    from docpipe.engine.vllm import VLLMEngine
+
+    return VLLMEngine(
+        settings.model,
+        max_model_len=settings.max_model_len,
+        gpu_memory_utilization=settings.gpu_memory_utilization,
+        quantization=settings.quantization,
+        tensor_parallel_size=settings.tensor_parallel_size,
+        max_num_seqs=settings.max_num_seqs,
+        enable_prefix_caching=settings.enable_prefix_caching,
+        seed=settings.seed or 0,
+        cache_root=cache_root,
+        extra=settings.engine_kwargs,
+    )

