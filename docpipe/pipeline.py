@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -116,6 +117,8 @@ class DocPipe:
         self._loaded: OrderedDict[tuple[str, str], SearchIndex] = OrderedDict()
         self._engine: Engine | None | _Unset = _UNSET if engine is None else engine
         self._cache = None
+        # Lazy parts are created once even when several threads (UI users, API callers) arrive together.
+        self._init_lock = threading.RLock()
         if embedder is not None and self.settings.embedding.model != embedder.name:
             # A custom embedder must not share index entries with the configured one.
             self.settings = self.settings.model_copy(
@@ -126,11 +129,12 @@ class DocPipe:
     @property
     def embedder(self) -> Embedder:
         """Returns the embedder, loaded on first use (it imports torch for real models)."""
-        if self._embedder is None:
-            from docpipe.embed import load_embedder
+        with self._init_lock:
+            if self._embedder is None:
+                from docpipe.embed import load_embedder
 
-            self._embedder = load_embedder(self.settings.embedding)
-        return self._embedder
+                self._embedder = load_embedder(self.settings.embedding)
+            return self._embedder
 
     # -- ingestion ---------------------------------------------------------------------------
     def ingest(
@@ -352,15 +356,31 @@ class DocPipe:
     @property
     def engine(self) -> Engine | None:
         """Returns the answer engine the settings select (loaded on first use), or None: extractive answers."""
+        with self._init_lock:
+            return self._load_engine()
+
+    def _load_engine(self) -> Engine | None:
         if self._engine is _UNSET:
             from docpipe.engine import load_engine
+            from docpipe.engine.batcher import BatchingEngine
 
-            self._engine = load_engine(self.settings.engine, cache_root=self.store.root / "vllm-cache")
+            settings = self.settings.engine
+            engine = load_engine(settings, cache_root=self.store.root / "vllm-cache")
+            if engine is not None and settings.max_batch_size > 1:
+                # Callers in threads (UI, API users) share engine batches instead of queueing one by one.
+                engine = BatchingEngine(
+                    engine, max_batch_size=settings.max_batch_size, batch_timeout_ms=settings.batch_timeout_ms
+                )
+            self._engine = engine
         return self._engine  # type: ignore[return-value]
 
     @property
     def cache(self):
         """Returns the answer cache (SQLite under the store, or DOCPIPE_CACHE_URL), opened on first use."""
+        with self._init_lock:
+            return self._open_cache()
+
+    def _open_cache(self):
         if self._cache is None:
             from docpipe.cache import open_cache
 

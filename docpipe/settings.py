@@ -118,6 +118,12 @@ class EngineSettings(BaseModel):
     max_answer_tokens: int = Field(1024, gt=0, description="Most tokens of answer text.")
     seed: int | None = Field(0, description="Sampling seed (None: random).")
     max_concurrency: int = Field(16, gt=0, description="Requests in flight to a remote server.")
+    max_batch_size: int = Field(
+        32, gt=0, description="Dynamic batching: most requests from concurrent callers gathered into one batch."
+    )
+    batch_timeout_ms: float = Field(
+        10.0, ge=0, description="Dynamic batching: how long a request waits for others to join its batch."
+    )
     timeout_s: float = Field(300.0, gt=0, description="Per-request timeout for a remote server.")
     extractive_sentences: int = Field(3, gt=0, description="Sentences quoted by the extractive answer.")
 

@@ -175,3 +175,29 @@ def test_cli_asks_many_questions_in_one_call(tmp_path: Path, sample_pdf: Path) -
         KEY, "What is the initial term?", "Which law governs the agreement?", "What insurance must the Provider carry?"
     ]
     assert all(a["mode"] == "generative" and a["engine"] == "echo" for a in answers)
+
+
+def test_concurrent_callers_share_engine_batches(pipe) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    dp, doc = pipe
+    questions = [f"{KEY} ({i})" for i in range(12)]
+    dp.context(doc, KEY)  # warm the index so callers arrive together
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        answers = list(pool.map(lambda q: dp.ask(doc, q, use_cache=False), questions))
+    assert [a.question for a in answers] == questions
+    sizes = dp.engine.batch_sizes
+    assert sum(sizes) == 12 and max(sizes) > 1, sizes
+
+
+def test_engine_errors_reach_every_waiting_caller(tmp_path: Path, sample_pdf: Path) -> None:
+    from docpipe.engine.batcher import BatchingEngine
+
+    class Broken(ScriptedEngine):
+        def generate(self, requests):
+            raise RuntimeError("engine core died")
+
+    engine = BatchingEngine(Broken(""), batch_timeout_ms=5)
+    with pytest.raises(RuntimeError, match="engine core died"):
+        engine.generate([GenerationRequest.chat("s", "q")])
+    engine.close()
