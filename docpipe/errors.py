@@ -14,6 +14,8 @@ The tree::
     │   ├── MalformedPDFError              broken structure the extractor cannot recover
     │   ├── NoTextError                    opens, but no page has a text layer (scanned?)
     │   └── ExtractionTimeoutError(TimeoutError)  over the per-document time bound
+    ├── EngineError(RuntimeError)          the answer engine failed (start-up, a batch)
+    │   └── EngineUnavailableError(ConnectionError)  a model server cannot be reached
     ├── DependencyError(ImportError)       an optional package is missing
     └── StoreError(OSError)                the on-disk store cannot be written
 
@@ -30,6 +32,8 @@ __all__ = [
     "DependencyError",
     "DocpipeError",
     "EmptyFileError",
+    "EngineError",
+    "EngineUnavailableError",
     "ExtractionError",
     "ExtractionTimeoutError",
     "FileMissingError",
@@ -106,6 +110,14 @@ class NoTextError(ExtractionError):
 
 class ExtractionTimeoutError(ExtractionError, TimeoutError):
     """Extraction ran over the per-document time bound."""
+
+
+class EngineError(DocpipeError, RuntimeError):
+    """The answer engine failed to start or to run a batch."""
+
+
+class EngineUnavailableError(EngineError, ConnectionError):
+    """The language model server cannot be reached, or keeps failing, after the retries."""
 
 
 class DependencyError(DocpipeError, ImportError):

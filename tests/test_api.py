@@ -45,6 +45,8 @@ PUBLIC_API = [
     "DocpipeError",
     "Document",
     "EmptyFileError",
+    "EngineError",
+    "EngineUnavailableError",
     "ExtractionError",
     "ExtractionTimeoutError",
     "FileMissingError",

@@ -144,6 +144,7 @@ class AsyncEngine(Protocol):
 
 
 _THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+_TAG = re.compile(r"</?think>")
 
 
 def split_thinking(raw: str, *, opened: bool = False) -> tuple[str, str | None, bool]:
@@ -159,18 +160,25 @@ def split_thinking(raw: str, *, opened: bool = False) -> tuple[str, str | None, 
     ('Ninety days.', None, True)
     >>> split_thinking("<think>still going", opened=False)
     ('', 'still going', False)
+    >>> split_thinking("<think>a</think>Ninety</think> days.")
+    ('Ninety days.', 'a', True)
     """
     text = ("<think>" + raw) if opened and "<think>" not in raw[:20] else raw
     match = _THINK.search(text)
     if match:
         thinking = match.group(1).strip()
         answer = (text[: match.start()] + text[match.end() :]).strip()
-        return answer, thinking or None, True
+        return _untag(answer), thinking or None, True
     start = text.find("<think>")
     if start >= 0:
-        return text[:start].strip(), text[start + len("<think>") :].strip() or None, False
+        return _untag(text[:start]), text[start + len("<think>") :].strip() or None, False
     # A stray closing tag (template opened the block, model closed it) still separates the two.
     if "</think>" in text:
         thinking, _, answer = text.partition("</think>")
-        return answer.strip(), thinking.strip() or None, True
+        return _untag(answer), thinking.strip() or None, True
     return text.strip(), None, True
+
+
+def _untag(answer: str) -> str:
+    # A model may emit further think tags after the block: they are never answer text.
+    return _TAG.sub("", answer).strip()

@@ -11,6 +11,7 @@ the thinking; `GenerationResult.thinking_truncated` says when the budget cut it.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from docpipe.engine.base import GenerationRequest, GenerationResult, StreamEvent, split_thinking
-from docpipe.errors import ConfigError, DependencyError
+from docpipe.errors import ConfigError, DependencyError, EngineError
 
 __all__ = ["AsyncVLLMEngine", "VLLMEngine", "engine_args"]
 
@@ -56,6 +57,12 @@ def engine_args(
     local = Path(model).expanduser()
     if local.exists() and not (local / "config.json").is_file():
         raise ConfigError(f"{model} is not a Hugging Face model folder (no config.json)")
+    if local.exists():
+        # A small local model cannot take the production default window: use what it was trained for.
+        trained = json.loads((local / "config.json").read_text()).get("max_position_embeddings")
+        if trained and max_model_len > trained:
+            logger.info("max_model_len %d exceeds %s's %d positions; using %d", max_model_len, model, trained, trained)
+            max_model_len = int(trained)
     kwargs: dict[str, Any] = {
         "model": str(local) if local.exists() else model,
         "max_model_len": max_model_len,
@@ -112,7 +119,14 @@ class VLLMEngine:
         self.args = engine_args(model, **kwargs)
         self.model = model
         started = time.perf_counter()
-        self._llm = vllm.LLM(**self.args)
+        try:
+            self._llm = vllm.LLM(**self.args)
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise EngineError(
+                f"vLLM could not start {model}: {exc}. Check the model folder and the engine settings "
+                "(DOCPIPE_ENGINE__MAX_MODEL_LEN, DOCPIPE_ENGINE__ENGINE_KWARGS)",
+                model=model,
+            ) from exc
         self.max_model_len = int(self._llm.llm_engine.model_config.max_model_len)
         self.startup_s = time.perf_counter() - started
         self.tokenizer = self._llm.get_tokenizer()
@@ -129,6 +143,16 @@ class VLLMEngine:
         """Returns one result per request, in order; runs them as one engine batch per thinking setting."""
         if not requests:
             return []
+        try:
+            return self._generate(requests)
+        except ValueError as exc:  # vLLM rejects the whole batch, e.g. a prompt longer than the window
+            raise EngineError(
+                f"vLLM rejected the batch: {exc}. If a prompt is too long for the model, lower "
+                "DOCPIPE_RETRIEVAL__BUDGET_TOKENS or raise DOCPIPE_ENGINE__MAX_MODEL_LEN",
+                model=self.model,
+            ) from exc
+
+    def _generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         started = time.perf_counter()
         self.batch_sizes.append(len(requests))
         results: list[GenerationResult | None] = [None] * len(requests)
