@@ -124,7 +124,9 @@ class EngineSettings(BaseModel):
     batch_timeout_ms: float = Field(
         10.0, ge=0, description="Dynamic batching: how long a request waits for others to join its batch."
     )
-    timeout_s: float = Field(300.0, gt=0, description="Per-request timeout for a remote server.")
+    timeout_s: float = Field(
+        300.0, gt=0, description="Remote server: longest wait for a reply (for a stream, between chunks)."
+    )
     extractive_sentences: int = Field(3, gt=0, description="Sentences quoted by the extractive answer.")
 
 

@@ -25,10 +25,11 @@ import httpx
 import pytest
 
 from docpipe.engine.base import AsyncEngine, Engine, GenerationRequest, SamplingParams, StreamEvent
-from docpipe.engine.openai import EngineUnavailableError, OpenAIEngine
-from docpipe.errors import ConfigError
+from docpipe.engine.openai import OpenAIEngine
+from docpipe.errors import ConfigError, EngineError, EngineUnavailableError
 
-pytestmark = pytest.mark.integration
+# A hang is a failure here, and a quick one: no test (server start included) needs more than a few minutes.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 MODEL = "tiny-qwen3"
 STARTUP_S = 180
@@ -134,9 +135,8 @@ def _request(
     max_thinking_tokens: int | None = None,
 ) -> GenerationRequest:
     sampling = SamplingParams(temperature=0.7, top_p=0.9, top_k=20, max_tokens=max_tokens, seed=seed)
-    return GenerationRequest.chat(
-        "You answer from contracts.", user, thinking=thinking, sampling=sampling, max_thinking_tokens=max_thinking_tokens
-    )
+    system = "You answer from contracts."
+    return GenerationRequest.chat(system, user, thinking=thinking, sampling=sampling, max_thinking_tokens=max_thinking_tokens)
 
 
 def test_model_comes_from_the_server_and_both_protocols_hold(engine: OpenAIEngine) -> None:
@@ -283,6 +283,8 @@ def test_unreachable_server_fails_fast_and_says_how_to_fix_it() -> None:
         assert "vllm serve" in message and "DOCPIPE_ENGINE__URL" in message
         assert isinstance(error, ConnectionError)
     assert elapsed < 10
+    with pytest.raises(EngineError, match="closed"):
+        engine.generate([_request("Term?")])
 
 
 def test_server_stopped_midway_fails_clearly(server: Server) -> None:

@@ -43,14 +43,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from docpipe.engine.base import FinishReason, GenerationRequest, GenerationResult, StreamEvent, split_thinking
-from docpipe.errors import ConfigError, DependencyError, DocpipeError
+from docpipe.errors import ConfigError, DependencyError, EngineError, EngineUnavailableError
 
 try:
     import httpx
 except ImportError:  # pragma: no cover - httpx comes with the server-side extras
     httpx = None  # type: ignore[assignment]
 
-__all__ = ["EngineUnavailableError", "OpenAIEngine"]
+__all__ = ["OpenAIEngine"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,10 +61,6 @@ _MAX_BACKOFF_S = 30.0
 _TAGS = ("<think>", "</think>")
 
 T = TypeVar("T")
-
-
-class EngineUnavailableError(DocpipeError, ConnectionError):
-    """The language model server cannot be reached, or keeps failing, after the retries."""
 
 
 class _ServerFailure(Exception):
@@ -180,10 +176,12 @@ class OpenAIEngine:
                 caller.call_soon_threadsafe(queue.put_nowait, item)
 
         async def produce() -> None:
+            # Every way out puts something on the queue: the caller must never wait for a producer that is gone.
             try:
                 async for event in self._stream(request):
                     put(("event", event))
             except asyncio.CancelledError:
+                put(("error", EngineError("the engine was closed during the stream", url=self.base_url)))
                 raise
             except BaseException as exc:  # handed over to the caller's loop and raised there
                 put(("error", exc))
@@ -237,7 +235,7 @@ class OpenAIEngine:
     def _submit(self, coro: Coroutine[Any, Any, T]) -> Any:
         if self._closed:
             coro.close()
-            raise ConfigError("this OpenAIEngine is closed: create a new one")
+            raise EngineError("this OpenAIEngine is closed: create a new one")
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -258,9 +256,9 @@ class OpenAIEngine:
             headers=headers,
             timeout=httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s),
             # A few connections beyond the request slots, for /models and for streams being closed.
-            limits=httpx.Limits(
-                max_connections=self.max_concurrency + 4, max_keepalive_connections=self.max_concurrency
-            ),
+            # No pool cap: the request slots bound the load, and httpcore 1.0.9 leaks a pool entry when a
+            # request is cancelled while connecting (encode/httpcore#1093): a cap would fill up and block.
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=self.max_concurrency),
         )
 
     async def _shutdown(self) -> None:
@@ -411,27 +409,29 @@ class OpenAIEngine:
     async def _open_stream(self, body: dict[str, Any], request: GenerationRequest) -> AsyncIterator[httpx.Response]:
         async def attempt() -> httpx.Response:
             await self._slots.acquire()
+            response: httpx.Response | None = None
             try:
                 built = self._client.build_request("POST", "chat/completions", json=body, headers=_headers(request))
                 response = await self._client.send(built, stream=True)
-            except BaseException:
-                self._slots.release()
-                raise
-            if response.status_code >= 400:
-                try:
+                if response.status_code >= 400:
                     await response.aread()
+                    self._check(response)  # raises
+                return response  # the slot goes with it
+            except BaseException:
+                try:
+                    if response is not None:
+                        await response.aclose()
                 finally:
-                    await response.aclose()
                     self._slots.release()
-                self._check(response)
-            return response
+                raise
 
         response = await self._retrying(attempt)
         try:
             yield response
         finally:
-            await response.aclose()
+            # Release first: a close interrupted by a second cancellation must not keep the slot forever.
             self._slots.release()
+            await response.aclose()
 
     async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
         attempts = self.retries + 1
