@@ -41,7 +41,7 @@ Progress = Callable[[str], None]
 
 _KEEP_LOADED = 16
 # System prompt, section labels and the question, in tokens, with room to spare.
-_PROMPT_OVERHEAD_TOKENS = 768
+_PROMPT_OVERHEAD_TOKENS = 1024
 
 
 def _read_source(source: Source, name: str | None) -> tuple[bytes, str]:
@@ -339,6 +339,7 @@ class DocPipe:
         k: int | None = None,
         budget_tokens: int | None = None,
         password: str | None = None,
+        _query: Any = None,
     ) -> list[Hit]:
         """Returns the sections that go to the model with `question`, in document order: the top `k`
         that fit in the budget, plus the document's front matter (title, parties, date) when pinned."""
@@ -348,7 +349,7 @@ class DocPipe:
         k, budget = self._limits(k, budget_tokens)
         front = self.settings.chunking.front_matter_tokens
         pinned = index.front_matter(front) if self.settings.retrieval.pin_front_matter else None
-        chosen = fit_budget(index.rank(question), budget, k, pinned=pinned)
+        chosen = fit_budget(index.rank(question, _query), budget, k, pinned=pinned)
         position = {s.id: i for i, s in enumerate(index.doc.sections)}
         return sorted(chosen, key=lambda h: position[h.section_id])
 
@@ -422,7 +423,14 @@ class DocPipe:
         index = self._index_for(doc, password)
         engine = self.engine
         budget = self._context_budget(engine)
-        contexts = [self.context(index.doc, q, k=k, budget_tokens=budget) for q in questions]
+        for question in questions:
+            if not question or not question.strip():
+                raise ConfigError("a question is empty: ask something about the document")
+        # One embedding call for all questions: most of retrieval's time is the question embedding.
+        vectors = self.embedder.embed(list(questions)) if questions else []
+        contexts = [
+            self.context(index.doc, q, k=k, budget_tokens=budget, _query=v) for q, v in zip(questions, vectors)
+        ]
         if engine is None:
             return [
                 extractive_answer(

@@ -77,9 +77,13 @@ class SearchIndex:
         section = self.doc.sections[0]
         return _hit(section, score=0.0, rank=-1, passage=None)
 
-    def rank(self, question: str) -> list[Hit]:
-        """Returns every section that any passage matched, best first (a section scores as its best passage)."""
-        query = self.embedder.embed([question])[0]
+    def rank(self, question: str, query: Any = None) -> list[Hit]:
+        """Returns every section that any passage matched, best first (a section scores as its best passage).
+
+        `query` is the question's embedding when the caller has embedded several questions at once.
+        """
+        if query is None:
+            query = self.embedder.embed([question])[0]
         scores, ids = self.dense.search(query)
         fused: dict[int, float] = {}
         dense_rank: dict[int, int] = {}
