@@ -60,7 +60,8 @@ def engine_args(
     if local.exists():
         # A small local model cannot take the production default window: use what it was trained for.
         trained = json.loads((local / "config.json").read_text()).get("max_position_embeddings")
-        if trained and max_model_len > trained:
+        # (Unless rope scaling such as YaRN is configured: then a longer window is the point.)
+        if trained and max_model_len > trained and "hf_overrides" not in (extra or {}):
             logger.info("max_model_len %d exceeds %s's %d positions; using %d", max_model_len, model, trained, trained)
             max_model_len = int(trained)
     kwargs: dict[str, Any] = {
