@@ -201,3 +201,21 @@ def test_engine_errors_reach_every_waiting_caller(tmp_path: Path, sample_pdf: Pa
     with pytest.raises(RuntimeError, match="engine core died"):
         engine.generate([GenerationRequest.chat("s", "q")])
     engine.close()
+
+
+def test_context_is_fitted_to_the_models_window(tmp_path: Path, sample_pdf: Path) -> None:
+    from docpipe import ConfigError
+
+    engine = ScriptedEngine('"ninety (90) days\' prior written notice" [s069]')
+    engine.max_model_len = 4096
+    settings = Settings.preset("test", home=tmp_path, engine={"max_answer_tokens": 512, "max_thinking_tokens": 1024})
+    dp = DocPipe(settings, engine=engine)
+    dp.ask(sample_pdf, KEY, use_cache=False)
+    sent = engine.requests[-1].messages[-1]["content"]
+    from docpipe.tokens import get_token_counter
+
+    # 4096 - (512 answer + 1024 thinking + 1024 instructions) leaves 1536 tokens of contract text.
+    assert get_token_counter("Qwen/Qwen3-14B").count(sent) <= 1536 + 200
+    engine.max_model_len = 2048
+    with pytest.raises(ConfigError, match="MAX_MODEL_LEN"):
+        dp.ask(sample_pdf, KEY, use_cache=False)
