@@ -13,7 +13,7 @@ SAMPLE := samples/master_services_agreement.pdf
 
 install: $(VENV)/.installed
 
-# The tests also run the real vLLM engine (CPU build) and the Redis answer cache.
+# The tests also run the real vLLM engine (CPU build), the Redis answer cache and the Gradio page.
 install-engine: $(VENV)/.installed-engine
 
 $(VENV)/.installed: pyproject.toml Makefile
@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 $(VENV)/.installed-engine: $(VENV)/.installed
-	$(PIP) install -q -e '.[dev,cpu,redis]'
+	$(PIP) install -q -e '.[dev,cpu,redis,ui]'
 	# PyPI's torchvision/torchaudio/torchcodec/triton are built against CUDA torch and break
 	# `import transformers` / `from vllm import LLM` beside the CPU build.
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true

@@ -72,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser(
+        "ui", help="open the contract workbench in the browser (Gradio; pip install 'docpipe[ui]')", add_help=False
+    )
+    p.add_argument("ui_args", nargs=argparse.REMAINDER, help="options of the workbench (docpipe ui --help)")
+
+    p = sub.add_parser(
         "eval-retrieval",
         parents=[common],
         help="measure retrieval recall at context budgets on CUAD-format labelled data",
@@ -255,6 +260,15 @@ _COMMANDS = {"ingest": _cmd_ingest, "search": _cmd_search, "ask": _cmd_ask, "eva
 
 def main(argv: list[str] | None = None) -> int:
     """Returns the process exit code for the `docpipe` command line."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["ui"]:
+        # The workbench has its own options (host, port, auth, limits); hand them over untouched.
+        try:
+            from ui.app import main as ui_main
+        except ImportError as exc:
+            print(f"docpipe: error: the workbench needs Gradio: pip install 'docpipe[ui]' ({exc})", file=sys.stderr)
+            return EXIT_ERROR
+        return ui_main(argv[1:]) or 0
     args = _parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING,

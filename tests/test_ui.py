@@ -1,0 +1,380 @@
+"""The Gradio workbench in real headless Chromium: upload, ask with citations, a bad PDF, two users at once.
+
+Needs Debian's chromium (/usr/bin/chromium) and the Python packages gradio and playwright
+(``pip install 'docpipe[ui]' playwright``; no ``playwright install``: the system browser is used).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from docpipe import DocPipe, Settings
+from docpipe.engine.fake import EchoEngine
+
+pytestmark = [
+    pytest.mark.integration,
+    # Gradio's own pandas 3 deprecations (gradio/queueing.py), not ours.
+    pytest.mark.filterwarnings("ignore:'future.no_silent_downcasting' is deprecated"),
+    pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
+]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+QUESTION = "What is the notice period for termination for convenience?"
+TIMEOUT_MS = 60_000
+
+if not CHROMIUM.exists():
+    pytest.skip(f"{CHROMIUM} not found: apt-get install chromium", allow_module_level=True)
+pytest.importorskip("gradio", reason="gradio is not installed: pip install 'docpipe[ui]'")
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install playwright")
+
+sync_api.expect.set_options(timeout=TIMEOUT_MS)
+
+from ui.app import build_app, default_docpipe, highlight, launch_kwargs, safe_name  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def artifacts(repo_root: Path) -> Path:
+    folder = repo_root / "test-artifacts" / "ui"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+class SlowEchoEngine(EchoEngine):
+    """The echo engine, taking `delay_s` per batch: long enough to fill a small queue."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+
+    def generate(self, requests):
+        time.sleep(self.delay_s)
+        return super().generate(requests)
+
+
+@contextlib.contextmanager
+def _serve(dp: DocPipe, *, gradio_size_limit: bool = True, **options) -> Iterator[str]:
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    upload_mb = options.setdefault("max_upload_mb", 5)
+    demo = build_app(dp, **options)
+    port = _free_port()
+    kwargs = launch_kwargs(max_upload_mb=upload_mb)
+    if not gradio_size_limit:
+        kwargs.pop("max_file_size")
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **kwargs)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The workbench over the test preset: hashing embedder, extractive answers."""
+    with _serve(DocPipe(Settings.preset("test", home=tmp_path_factory.mktemp("ui-home"))), max_pages=200) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def slow_app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A workbench whose engine writes (echo) answers with thinking, slowly, one request at a time,
+    with room for one more in the queue."""
+    dp = DocPipe(Settings.preset("test", home=tmp_path_factory.mktemp("ui-slow")), engine=SlowEchoEngine(2.0))
+    with _serve(dp, concurrency=1, max_queue=1) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def _open(browser, url: str):
+    context = browser.new_context(viewport={"width": 1280, "height": 1600})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(url)
+    page.get_by_role("tab", name="Upload").wait_for()
+    return context, page
+
+
+def _upload(page, pdf: Path) -> None:
+    page.get_by_role("tab", name="Upload").click()
+    page.locator("#upload-files input[type=file]").set_input_files(str(pdf))
+    # The file shows in the list once Gradio has stored the upload.
+    try:
+        # Gradio shows the name as stem and extension in two spans.
+        sync_api.expect(page.locator("#upload-files")).to_contain_text(pdf.stem)
+    except AssertionError:
+        folder = Path(__file__).resolve().parents[1] / "test-artifacts" / "ui"
+        page.screenshot(path=str(folder / f"upload-failed-{pdf.stem}.png"), full_page=True)
+        raise
+    page.locator("#ingest-btn").click()
+
+
+def _ask(page, question: str) -> None:
+    page.get_by_role("tab", name="Ask").click()
+    page.locator("#question textarea").fill(question)
+    page.locator("#ask-btn").click()
+
+
+def _answer_text(page) -> str:
+    page.locator("#answer-text pre").first.wait_for()
+    return page.locator("#answer-text").inner_text()
+
+
+def test_upload_ask_and_bad_pdf(browser, app_url: str, sample_pdf: Path, eval_dir: Path, artifacts: Path) -> None:
+    context, page = _open(browser, app_url)
+    try:
+        _upload(page, sample_pdf)
+        result = page.locator("#upload-result")
+        sync_api.expect(result).to_contain_text("15 pages", timeout=TIMEOUT_MS)
+        page.screenshot(path=str(artifacts / "upload.png"), full_page=True)
+
+        _ask(page, QUESTION)
+        answer = _answer_text(page)
+        citations = page.locator("#citations").inner_text()
+        assert "p. 9" in answer + citations or "ninety" in answer.lower(), answer
+        sync_api.expect(page.locator("#citations")).to_contain_text("✓")
+        # The source panel shows the cited section with the quote marked.
+        sync_api.expect(page.locator("#source-panel mark").first).to_be_visible()
+        page.screenshot(path=str(artifacts / "ask.png"), full_page=True)
+
+        bad = eval_dir / "bad-pdfs" / "qpdf-bad1-not-a-pdf.pdf"
+        _upload(page, bad)
+        sync_api.expect(result).to_contain_text("not a PDF", timeout=TIMEOUT_MS)
+        sync_api.expect(result).to_contain_text(bad.name)
+        page.screenshot(path=str(artifacts / "bad-pdf.png"), full_page=True)
+    finally:
+        context.close()
+
+
+def test_two_users_ask_at_once(browser, app_url: str, sample_pdf: Path, artifacts: Path) -> None:
+    sessions = [_open(browser, app_url) for _ in range(2)]
+    try:
+        for _context, page in sessions:
+            _upload(page, sample_pdf)
+        for _context, page in sessions:
+            sync_api.expect(page.locator("#upload-result")).to_contain_text("15 pages", timeout=TIMEOUT_MS)
+        for _context, page in sessions:
+            _ask(page, QUESTION)  # both click before either waits
+        for number, (_context, page) in enumerate(sessions, 1):
+            answer = _answer_text(page)
+            assert "ninety" in answer.lower() or "p. 9" in answer, answer
+            page.screenshot(path=str(artifacts / f"concurrent-{number}.png"), full_page=True)
+    finally:
+        for context, _page in sessions:
+            context.close()
+
+
+def test_sessions_do_not_share_documents(browser, app_url: str, sample_pdf: Path) -> None:
+    context, page = _open(browser, app_url)
+    try:
+        _ask(page, QUESTION)
+        sync_api.expect(page.locator("#answer-text")).to_contain_text("upload a PDF")
+    finally:
+        context.close()
+
+
+def test_highlight_escapes_and_marks() -> None:
+    text = "Either party may <b>terminate</b> on ninety (90)\n days' notice & more."
+    out = highlight(text, "ninety (90) days' notice")
+    assert "<mark>ninety (90)\n days&#x27; notice</mark>" in out
+    assert "&lt;b&gt;terminate&lt;/b&gt;" in out and "&amp; more" in out
+
+
+def test_safe_name_keeps_only_the_base_name() -> None:
+    assert safe_name("../../etc/passwd") == "passwd"
+    assert safe_name("C:\\Users\\x\\contract.pdf") == "contract.pdf"
+    assert safe_name("a\x00b\nc.pdf") == "abc.pdf"
+
+
+def test_thinking_is_kept_apart_from_the_answer(browser, slow_app_url: str, sample_pdf: Path, artifacts: Path) -> None:
+    context, page = _open(browser, slow_app_url)
+    try:
+        _upload(page, sample_pdf)
+        sync_api.expect(page.locator("#upload-result")).to_contain_text("15 pages", timeout=TIMEOUT_MS)
+        page.get_by_role("tab", name="Ask").click()
+        page.locator("#mode").get_by_text("think", exact=True).click()
+        _ask(page, QUESTION)
+        answer = _answer_text(page)
+        assert "ninety (90) days" in answer and "<think>" not in answer and "first section given" not in answer
+        thinking = page.locator("#thinking")
+        sync_api.expect(thinking).to_be_visible()
+        sync_api.expect(page.locator("#thinking-text textarea")).to_be_hidden()  # collapsed until opened
+        thinking.get_by_text("Thinking").first.click()
+        sync_api.expect(page.locator("#thinking-text textarea")).to_have_value(
+            "The question is answered by the first section given."
+        )
+        sync_api.expect(page.locator("#citations")).to_contain_text("p. 9")
+        page.screenshot(path=str(artifacts / "thinking.png"), full_page=True)
+    finally:
+        context.close()
+
+
+def test_full_queue_tells_the_user_to_try_again(browser, slow_app_url: str, sample_pdf: Path, artifacts: Path) -> None:
+    sessions = [_open(browser, slow_app_url) for _ in range(3)]
+    try:
+        for _context, page in sessions:
+            _upload(page, sample_pdf)
+            sync_api.expect(page.locator("#upload-result")).to_contain_text("15 pages", timeout=TIMEOUT_MS)
+        # One request runs (2 s), one waits, the third finds the queue full.
+        for _context, page in sessions:
+            _ask(page, QUESTION)
+            time.sleep(0.3)
+        last = sessions[-1][1]
+        sync_api.expect(last.get_by_text("busy", exact=False).first).to_be_visible(timeout=TIMEOUT_MS)
+        last.screenshot(path=str(artifacts / "queue-full.png"), full_page=True)
+        for _context, page in sessions[:2]:
+            assert "ninety" in _answer_text(page)
+    finally:
+        for context, _page in sessions:
+            context.close()
+
+
+def test_batch_tab_answers_every_question(browser, app_url: str, sample_pdf: Path, artifacts: Path) -> None:
+    context, page = _open(browser, app_url)
+    try:
+        _upload(page, sample_pdf)
+        sync_api.expect(page.locator("#upload-result")).to_contain_text("15 pages", timeout=TIMEOUT_MS)
+        page.get_by_role("tab", name="Batch").click()
+        page.locator("#batch-questions textarea").fill(f"{QUESTION}\nWhich law governs the agreement?\n")
+        page.locator("#batch-btn").click()
+        sync_api.expect(page.locator("#batch-status")).to_contain_text("2 answers", timeout=TIMEOUT_MS)
+        table = page.locator("#batch-answers")
+        sync_api.expect(table).to_contain_text("Which law governs the agreement?")
+        sync_api.expect(table).to_contain_text("p. 11")
+        page.screenshot(path=str(artifacts / "batch.png"), full_page=True)
+    finally:
+        context.close()
+
+
+def test_page_limit_is_a_clear_message(browser, tmp_path: Path, sample_pdf: Path) -> None:
+    with _serve(DocPipe(Settings.preset("test", home=tmp_path)), max_pages=10) as url:
+        context, page = _open(browser, url)
+        try:
+            _upload(page, sample_pdf)
+            sync_api.expect(page.locator("#upload-result")).to_contain_text(
+                "15 pages, over the limit of 10", timeout=TIMEOUT_MS
+            )
+        finally:
+            context.close()
+
+
+def test_default_docpipe_caps_pages_in_the_extractor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCPIPE_HOME", str(tmp_path))
+    assert default_docpipe("test", max_pages=10).settings.extraction.max_pages == 10
+
+
+@pytest.mark.parametrize("gradio_size_limit", [True, False], ids=["gradio-refuses", "handler-refuses"])
+def test_upload_size_limit_is_a_clear_message(
+    browser, tmp_path: Path, sample_pdf: Path, gradio_size_limit: bool, artifacts: Path
+) -> None:
+    # The sample is 48 KB; the limit here is about 10 KB.
+    dp = DocPipe(Settings.preset("test", home=tmp_path))
+    with _serve(dp, max_upload_mb=0.01, gradio_size_limit=gradio_size_limit) as url:
+        context, page = _open(browser, url)
+        try:
+            page.locator("#upload-files input[type=file]").set_input_files(str(sample_pdf))
+            if gradio_size_limit:
+                # Gradio refuses the upload itself, before the file is stored.
+                sync_api.expect(page.get_by_text("exceed", exact=False).first).to_be_visible()
+            else:
+                sync_api.expect(page.locator("#upload-files")).to_contain_text(sample_pdf.stem)
+                page.locator("#ingest-btn").click()
+                sync_api.expect(page.locator("#upload-result")).to_contain_text("over the upload limit of 0.01 MB")
+            page.screenshot(path=str(artifacts / f"too-big-{gradio_size_limit}.png"), full_page=True)
+        finally:
+            context.close()
+
+
+def test_main_binds_loopback_and_asks_for_login(repo_root: Path, tmp_path: Path) -> None:
+    import httpx
+
+    port = _free_port()
+    env = {**os.environ, "DOCPIPE_HOME": str(tmp_path), "GRADIO_ANALYTICS_ENABLED": "False",
+           "DOCPIPE_UI_AUTH": "alice:s3cret"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ui.app", "--preset", "test", "--port", str(port)],
+        cwd=repo_root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(base + "/", timeout=2)
+                break
+            except httpx.TransportError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(proc.stdout.read().decode() if proc.stdout else "ui.app did not start")
+                time.sleep(0.3)
+        assert httpx.get(base + "/config").status_code == 401
+        with httpx.Client(base_url=base) as client:
+            assert client.post("/login", data={"username": "alice", "password": "wrong"}).status_code == 400
+            assert client.post("/login", data={"username": "alice", "password": "s3cret"}).status_code == 200
+            assert client.get("/config").status_code == 200
+            # No allowed_paths: files outside Gradio's upload cache are not served.
+            assert client.get("/gradio_api/file=/etc/passwd").status_code in (403, 404)
+        with socket.socket() as sock:  # bound to loopback only
+            addresses = {info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None)} - {"127.0.0.1"}
+            for address in addresses:
+                if ":" not in address:
+                    assert sock.connect_ex((address, port)) != 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_password_and_page_warnings(browser, app_url: str, eval_dir: Path, tmp_path: Path) -> None:
+    from reportlab.pdfgen import canvas
+
+    mixed = tmp_path / "mixed.pdf"
+    pdf = canvas.Canvas(str(mixed))
+    for number in (1, 2, 3):
+        if number != 2:  # page 2 has no text layer
+            pdf.drawString(72, 720, f"Section {number}. The Supplier shall deliver the goods on page {number}.")
+        pdf.showPage()
+    pdf.save()
+    locked = eval_dir / "bad-pdfs" / "pypdf-r2-user-password.pdf"
+    context, page = _open(browser, app_url)
+    try:
+        result = page.locator("#upload-result")
+        _upload(page, mixed)
+        sync_api.expect(result).to_contain_text("3 pages")
+        sync_api.expect(result).to_contain_text("page 2: no text layer")
+
+        _upload(page, locked)
+        sync_api.expect(result).to_contain_text("type the password in the Password field")
+        page.locator("#upload-password input").fill("asdfzxcv")
+        page.locator("#ingest-btn").click()
+        sync_api.expect(result).to_contain_text("1 page,")
+    finally:
+        context.close()

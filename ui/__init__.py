@@ -1,0 +1,1 @@
+"""The Gradio contract workbench: `ui.app.build_app` / `python -m ui.app`."""

@@ -1,0 +1,412 @@
+"""The Gradio contract workbench: upload PDFs, ask questions with checked page citations, batch questions.
+
+Uses only docpipe's public API (the names in ``docpipe.__all__``). Run it with ``python -m ui.app``
+(``--help`` for options) or build it in Python::
+
+    from docpipe import DocPipe, Settings
+    from ui.app import build_app, launch_kwargs
+
+    demo = build_app(DocPipe(Settings.preset("cpu-demo")))
+    demo.launch(server_name="127.0.0.1", **launch_kwargs(max_upload_mb=50))
+
+Safety defaults: binds 127.0.0.1, optional basic auth (``--auth user:password`` or ``DOCPIPE_UI_AUTH``),
+uploads capped in size and pages, no ``allowed_paths`` (Gradio serves only its own upload cache), and each
+browser session sees only the documents it uploaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import ipaddress
+import logging
+import os
+import re
+import sys
+import unicodedata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from docpipe import Answer, DocPipe, DocpipeError, Document, PasswordRequiredError, Settings, WrongPasswordError
+
+if TYPE_CHECKING:
+    import gradio as gr
+
+__all__ = ["build_app", "default_docpipe", "launch_kwargs", "main"]
+
+logger = logging.getLogger(__name__)
+
+MODES = ["auto", "think", "no_think"]
+MAX_QUESTION_CHARS = 2000
+MAX_BATCH_QUESTIONS = 200
+# The session's own documents, by id; a Document holds its pages, so keep the picker to a sane size.
+MAX_SESSION_DOCS = 32
+BUSY = "The answer engine is busy or unreachable: please try again in a moment."
+
+CSS = """
+#source-panel pre, #answer-text pre { white-space: pre-wrap; font-family: inherit; margin: 0; }
+#source-panel mark { background: #ffe066; color: inherit; padding: 0 1px; }
+.dp-ok { color: #1a7f37; } .dp-err { color: #c62828; } .dp-warn { color: #9a6700; }
+"""
+
+
+# -- formatting (pure functions: HTML-escaped, testable without a browser) -------------------------------
+def safe_name(raw: str) -> str:
+    """Returns a display name for an upload: its base name only, without control characters, at most 120 chars."""
+    name = Path(str(raw).replace("\\", "/")).name
+    name = "".join(ch for ch in name if unicodedata.category(ch)[0] != "C").strip()
+    return (name or "document.pdf")[:120]
+
+
+def _doc_label(doc: Document) -> str:
+    return f"{doc.name} ({len(doc.pages)} pages, {doc.id[:8]})"
+
+
+def _describe_doc(doc: Document) -> str:
+    pages = len(doc.pages)
+    ok = sum(1 for status in doc.page_statuses.values() if status == "ok")
+    parts = [
+        f'<div class="dp-ok"><b>&#10003; {html.escape(doc.name)}</b>: {pages} page{"s" if pages != 1 else ""}, '
+        f"{len(doc.sections)} sections, {ok} of {pages} pages with text</div>"
+    ]
+    warnings = doc.warnings
+    if warnings:
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in warnings[:50])
+        more = f"<li>... and {len(warnings) - 50} more</li>" if len(warnings) > 50 else ""
+        parts.append(f'<ul class="dp-warn">{items}{more}</ul>')
+    return "".join(parts)
+
+
+def _describe_error(name: str, message: str) -> str:
+    return f'<div class="dp-err"><b>&#10007; {html.escape(name)}</b>: {html.escape(message)}</div>'
+
+
+def _pre(text: str) -> str:
+    return f"<pre>{html.escape(text)}</pre>"
+
+
+def highlight(text: str, quote: str) -> str:
+    """Returns `text` HTML-escaped with the first whitespace-insensitive occurrence of `quote` in <mark>."""
+    words = quote.split()
+    match = None
+    if words:
+        pattern = r"\s+".join(re.escape(word) for word in words)
+        match = re.search(pattern, text)
+    if match is None:
+        return html.escape(text)
+    return (
+        html.escape(text[: match.start()])
+        + "<mark>"
+        + html.escape(match.group(0))
+        + "</mark>"
+        + html.escape(text[match.end():])
+    )
+
+
+def citation_rows(answer: Answer) -> list[list[str]]:
+    """Returns one row per citation: heading, pages, quote, verified (✓/✗)."""
+    return [
+        [c.heading or c.section_id or "(unknown section)", c.pages if c.page_start else "?", c.quote,
+         "✓" if c.verified else "✗"]
+        for c in answer.citations
+    ]
+
+
+def source_html(doc: Document, answer: Answer) -> str:
+    """Returns the first cited section's text, HTML-escaped, with the quoted span marked."""
+    for citation in answer.citations:
+        if not citation.section_id:
+            continue
+        try:
+            section = doc.section(citation.section_id)
+        except KeyError:
+            continue
+        header = f"<p><b>{html.escape(section.heading or section.id)}</b> ({html.escape(section.pages)})</p>"
+        return header + f"<pre>{highlight(section.text, citation.quote)}</pre>"
+    return "<p><i>No cited section to show.</i></p>"
+
+
+def answer_html(answer: Answer) -> str:
+    """Returns the answer text (escaped, so model output cannot inject markup or load images) and its notice."""
+    label = "extractive (quoted from the contract)" if answer.mode == "extractive" else (
+        f"{answer.mode}, {answer.model or answer.engine}" + (", thinking" if answer.thinking_enabled else "")
+    )
+    out = f"<p><small>Answer mode: {html.escape(label)}</small></p>" + _pre(answer.text or "(no answer text)")
+    if answer.notice:
+        out += f'<p class="dp-warn"><small>{html.escape(answer.notice)}</small></p>'
+    return out
+
+
+def _error_html(message: str) -> str:
+    return f'<div class="dp-err"><b>Error:</b> {html.escape(message)}</div>'
+
+
+# -- the app -------------------------------------------------------------------------------------------
+def default_docpipe(preset: str | None = None, *, max_pages: int = 2000) -> DocPipe:
+    """Returns a `DocPipe` from the environment (or `preset`), with extraction refusing over `max_pages` pages."""
+    settings = Settings.preset(preset or "default")
+    if settings.extraction.max_pages > max_pages:
+        # The extractor itself refuses the document before reading its pages.
+        settings = Settings.preset(preset or "default", extraction={"max_pages": max_pages})
+    return DocPipe(settings)
+
+
+def build_app(
+    dp: DocPipe | None = None,
+    *,
+    max_upload_mb: float = 50,
+    max_pages: int = 2000,
+    concurrency: int = 16,
+    max_queue: int = 64,
+) -> gr.Blocks:
+    """Returns the workbench as a queued `gr.Blocks` (Upload, Ask, Batch tabs); launch it yourself.
+
+    Launch it with `launch_kwargs` (`main` does): its ``max_file_size`` makes Gradio refuse big uploads
+    before they are stored; the handler checks the size as well. `concurrency` events run at
+    once, so concurrent questions reach the engine together and docpipe batches them; at most `max_queue`
+    more wait, beyond that users get Gradio's "busy, please try again".
+    """
+    import gradio as gr
+
+    dp = dp if dp is not None else default_docpipe(max_pages=max_pages)
+    max_bytes = int(max_upload_mb * 1024 * 1024)
+
+    def _choices(docs: dict[str, Document]) -> list[tuple[str, str]]:
+        return [(_doc_label(doc), doc_id) for doc_id, doc in docs.items()]
+
+    def ingest(files: list[str] | str | None, password: str, docs: dict[str, Document] | None):
+        docs = dict(docs or {})
+        paths = [files] if isinstance(files, str) else list(files or [])
+        results: list[str] = []
+        last: str | None = None
+        if not paths:
+            results.append(_describe_error("no file", "choose one or more PDF files first"))
+        for path in paths:
+            # Gradio's own upload cache path; the user's name is kept for display only.
+            name = safe_name(getattr(path, "name", path))
+            try:
+                size = os.path.getsize(path)
+                if size > max_bytes:
+                    results.append(_describe_error(
+                        name, f"the file is {size / 1048576:.1f} MB, over the upload limit of {max_upload_mb:g} MB: "
+                        "split it or ask the administrator to raise --max-upload-mb"))
+                    continue
+                with open(path, "rb") as handle:
+                    data = handle.read(max_bytes + 1)
+                doc = dp.ingest(data, password=password or None, name=name)
+                if len(doc.pages) > max_pages:
+                    results.append(_describe_error(
+                        name, f"the document has {len(doc.pages)} pages, over the limit of {max_pages}: "
+                        "split it or ask the administrator to raise --max-pages"))
+                    continue
+            except (PasswordRequiredError, WrongPasswordError) as exc:
+                results.append(_describe_error(
+                    name, f"{exc} - here: type the password in the Password field and click Ingest again"))
+                continue
+            except DocpipeError as exc:
+                results.append(_describe_error(name, str(exc)))
+                continue
+            except Exception:  # noqa: BLE001 - one bad file must not cost the others their result
+                logger.exception("ingesting %s failed", name)
+                results.append(_describe_error(name, "unexpected error while reading this file (see the server log)"))
+                continue
+            docs.pop(doc.id, None)
+            docs[doc.id] = doc
+            while len(docs) > MAX_SESSION_DOCS:
+                docs.pop(next(iter(docs)))
+            last = doc.id
+            results.append(_describe_doc(doc))
+        choices = _choices(docs)
+        value = last or (choices[-1][1] if choices else None)
+        return (
+            "".join(results),
+            docs,
+            gr.Dropdown(choices=choices, value=value),
+            gr.Dropdown(choices=choices, value=value),
+        )
+
+    def _doc(docs: dict[str, Document] | None, doc_id: str | None) -> Document:
+        if not docs:
+            raise DocpipeError("no document yet: upload a PDF in the Upload tab first")
+        if not doc_id or doc_id not in docs:
+            raise DocpipeError("choose a document from the list first")
+        return docs[doc_id]
+
+    def _check_question(question: str) -> str:
+        question = (question or "").strip()
+        if not question:
+            raise DocpipeError("the question is empty: ask something about the document")
+        if len(question) > MAX_QUESTION_CHARS:
+            raise DocpipeError(f"the question is {len(question)} characters long; keep it under {MAX_QUESTION_CHARS}")
+        return question
+
+    def ask(docs: dict[str, Document] | None, doc_id: str | None, question: str, mode: str):
+        try:
+            doc = _doc(docs, doc_id)
+            answer = dp.ask(doc, _check_question(question), mode=mode if mode in MODES else "auto")
+        except DocpipeError as exc:
+            message = f"{BUSY} ({exc})" if isinstance(exc, ConnectionError) else str(exc)
+            return _error_html(message), [], gr.Accordion(visible=False), "", ""
+        except Exception:  # noqa: BLE001 - the user gets a message, the log gets the traceback
+            logger.exception("answering failed")
+            return _error_html("unexpected error while answering (see the server log)"), [], \
+                gr.Accordion(visible=False), "", ""
+        thinking = answer.thinking or ""
+        return (
+            answer_html(answer),
+            citation_rows(answer),
+            gr.Accordion(visible=bool(thinking), open=False),
+            thinking,
+            source_html(doc, answer),
+        )
+
+    def ask_batch(docs: dict[str, Document] | None, doc_id: str | None, text: str, mode: str):
+        try:
+            doc = _doc(docs, doc_id)
+            questions = [line.strip() for line in (text or "").splitlines() if line.strip()]
+            if not questions:
+                raise DocpipeError("no questions: paste one question per line")
+            if len(questions) > MAX_BATCH_QUESTIONS:
+                raise DocpipeError(f"{len(questions)} questions; at most {MAX_BATCH_QUESTIONS} per batch")
+            for question in questions:
+                _check_question(question)
+            answers = dp.ask_many(doc, questions, mode=mode if mode in MODES else "auto")
+        except DocpipeError as exc:
+            return (f"{BUSY} ({exc})" if isinstance(exc, ConnectionError) else str(exc)), []
+        except Exception:  # noqa: BLE001
+            logger.exception("batch answering failed")
+            return "unexpected error while answering (see the server log)", []
+        rows = [
+            [a.question, a.text, ", ".join(dict.fromkeys(c.pages for c in a.citations if c.page_start)) or "-"]
+            for a in answers
+        ]
+        return f"{len(rows)} answers.", rows
+
+    with gr.Blocks(title="docpipe contract workbench", analytics_enabled=False) as demo:
+        docs_state = gr.State({})
+        gr.Markdown(
+            "## docpipe contract workbench\nUpload contracts, ask questions, get answers with checked page citations."
+        )
+        with gr.Tab("Upload", id="upload"):
+            files = gr.File(
+                label=f"PDF files (up to {max_upload_mb:g} MB and {max_pages} pages each)",
+                file_count="multiple", file_types=[".pdf"], type="filepath", elem_id="upload-files",
+            )
+            password = gr.Textbox(label="Password (encrypted PDFs only)", type="password", elem_id="upload-password")
+            ingest_btn = gr.Button("Ingest", variant="primary", elem_id="ingest-btn")
+            upload_result = gr.HTML(elem_id="upload-result")
+        with gr.Tab("Ask", id="ask"):
+            ask_doc = gr.Dropdown(label="Document", choices=[], elem_id="ask-doc")
+            question = gr.Textbox(label="Question", lines=2, elem_id="question",
+                                  placeholder="What is the notice period for termination for convenience?")
+            mode = gr.Radio(MODES, value="auto", label="Thinking mode", elem_id="mode")
+            ask_btn = gr.Button("Ask", variant="primary", elem_id="ask-btn")
+            answer_out = gr.HTML(elem_id="answer-text")
+            with gr.Accordion("Thinking", open=False, visible=False, elem_id="thinking") as thinking_box:
+                thinking_out = gr.Textbox(show_label=False, lines=8, interactive=False, elem_id="thinking-text")
+            citations_out = gr.Dataframe(
+                headers=["heading", "pages", "quote", "verified"], datatype="str", interactive=False,
+                wrap=True, label="Citations", elem_id="citations", column_widths=["22%", "9%", "60%", "9%"],
+            )
+            source_out = gr.HTML(label="Source", elem_id="source-panel")
+        with gr.Tab("Batch", id="batch"):
+            batch_doc = gr.Dropdown(label="Document", choices=[], elem_id="batch-doc")
+            batch_questions = gr.Textbox(label="Questions, one per line", lines=8, elem_id="batch-questions")
+            batch_mode = gr.Radio(MODES, value="auto", label="Thinking mode")
+            batch_btn = gr.Button("Ask all", variant="primary", elem_id="batch-btn")
+            batch_status = gr.Markdown(elem_id="batch-status")
+            batch_out = gr.Dataframe(
+                headers=["question", "answer", "pages"], datatype="str", interactive=False, wrap=True,
+                label="Answers", elem_id="batch-answers", column_widths=["30%", "60%", "10%"],
+            )
+
+        # Extraction runs a worker process per document: fewer at once than questions.
+        ingest_btn.click(
+            ingest, [files, password, docs_state], [upload_result, docs_state, ask_doc, batch_doc],
+            concurrency_limit=max(1, min(4, concurrency)), concurrency_id="ingest", api_name="ingest",
+        )
+        ask_event = dict(
+            fn=ask, inputs=[docs_state, ask_doc, question, mode],
+            outputs=[answer_out, citations_out, thinking_box, thinking_out, source_out],
+        )
+        ask_btn.click(**ask_event, api_name="ask")
+        question.submit(**ask_event, api_name=False)
+        batch_btn.click(
+            ask_batch, [docs_state, batch_doc, batch_questions, batch_mode], [batch_status, batch_out],
+            api_name="batch",
+        )
+
+    # Concurrent users reach the engine together (docpipe batches them); the queue behind them is bounded.
+    demo.queue(default_concurrency_limit=concurrency, max_size=max_queue)
+    return demo
+
+
+def launch_kwargs(*, max_upload_mb: float = 50) -> dict[str, Any]:
+    """Returns the `launch` arguments the workbench wants besides host, port and auth."""
+    return {
+        "max_file_size": int(max_upload_mb * 1024 * 1024),  # bytes: Gradio's "Nmb" strings take integers only
+        "show_error": False,  # messages from our handlers are shown; tracebacks stay in the server log
+        "ssr_mode": False,
+        # Gradio's run history keeps inputs and outputs (contract text) in the browser and can upload them
+        # to a Hugging Face bucket: not for confidential contracts.
+        "run_history": False,
+        "footer_links": ["api", "settings"],
+        "css": CSS,
+    }
+
+
+def _parse_auth(value: str | None) -> tuple[str, str] | None:
+    if not value:
+        return None
+    user, sep, password = value.partition(":")
+    if not sep or not user or not password:
+        raise SystemExit("--auth / DOCPIPE_UI_AUTH must look like user:password")
+    return user, password
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Returns the exit code after serving the workbench until interrupted."""
+    parser = argparse.ArgumentParser(prog="docpipe ui", description="The docpipe contract workbench (Gradio).")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=None, help="port (default: Gradio's 7860 or the next free one)")
+    parser.add_argument("--auth", default=None, help="user:password for basic login (or env DOCPIPE_UI_AUTH)")
+    parser.add_argument("--preset", default=None, help="settings preset: default, cpu-demo, fast, test")
+    parser.add_argument("--max-upload-mb", type=float, default=50, help="largest upload, in MB (default 50)")
+    parser.add_argument("--max-pages", type=int, default=2000, help="most pages per document (default 2000)")
+    parser.add_argument("--concurrency", type=int, default=16, help="requests handled at once (default 16)")
+    parser.add_argument("--max-queue", type=int, default=64, help="requests waiting at most (default 64)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+
+    auth = _parse_auth(args.auth or os.environ.get("DOCPIPE_UI_AUTH"))
+    if not _is_loopback(args.host) and auth is None:
+        logger.warning("serving on %s without --auth: anyone who can reach this address can upload and ask",
+                       args.host)
+    try:
+        dp = default_docpipe(args.preset, max_pages=args.max_pages)
+    except DocpipeError as exc:
+        print(f"docpipe ui: {exc}", file=sys.stderr)
+        return 1
+    demo = build_app(
+        dp, max_upload_mb=args.max_upload_mb, max_pages=args.max_pages,
+        concurrency=args.concurrency, max_queue=args.max_queue,
+    )
+    demo.launch(
+        server_name=args.host, server_port=args.port, auth=auth,
+        max_threads=max(40, args.concurrency + 8),
+        **launch_kwargs(max_upload_mb=args.max_upload_mb),
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
