@@ -255,6 +255,15 @@ def _cmd_eval(dp, args) -> int:
     return 0
 
 
+def _run_ui(argv: list[str]) -> int:
+    try:
+        from ui.app import main as ui_main
+    except ImportError as exc:
+        print(f"docpipe: error: the workbench needs Gradio: pip install 'docpipe[ui]' ({exc})", file=sys.stderr)
+        return EXIT_ERROR
+    return ui_main(argv) or 0
+
+
 _COMMANDS = {"ingest": _cmd_ingest, "search": _cmd_search, "ask": _cmd_ask, "eval-retrieval": _cmd_eval}
 
 
@@ -263,13 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["ui"]:
         # The workbench has its own options (host, port, auth, limits); hand them over untouched.
-        try:
-            from ui.app import main as ui_main
-        except ImportError as exc:
-            print(f"docpipe: error: the workbench needs Gradio: pip install 'docpipe[ui]' ({exc})", file=sys.stderr)
-            return EXIT_ERROR
-        return ui_main(argv[1:]) or 0
+        return _run_ui(argv[1:])
     args = _parser().parse_args(argv)
+    if args.command == "ui":
+        return _run_ui(args.ui_args)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING,
         format="docpipe: %(levelname)s: %(message)s",
