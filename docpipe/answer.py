@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from docpipe.document import Document
+from docpipe.document import Document, page_range
 from docpipe.index import tokenize
 from docpipe.retrieve import Hit
 
@@ -43,7 +43,7 @@ class Citation:
 
     @property
     def pages(self) -> str:
-        return f"p. {self.page_start}" if self.page_start == self.page_end else f"pp. {self.page_start}-{self.page_end}"
+        return page_range(self.page_start, self.page_end)
 
 
 @dataclass(slots=True)

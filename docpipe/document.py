@@ -11,9 +11,14 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-__all__ = ["PAGE_SEPARATOR", "Document", "Page", "PageStatus", "Passage", "Section"]
+__all__ = ["PAGE_SEPARATOR", "Document", "Page", "PageStatus", "Passage", "Section", "page_range"]
 
 PAGE_SEPARATOR = "\n\n"
+
+
+def page_range(first: int, last: int) -> str:
+    """Returns a page range as a citation string: ``p. 3`` or ``pp. 3-4``."""
+    return f"p. {first}" if first == last else f"pp. {first}-{last}"
 
 
 class PageStatus(str, Enum):
@@ -69,9 +74,7 @@ class Section:
     @property
     def pages(self) -> str:
         """Returns the page range as a citation string: ``p. 3`` or ``pp. 3-4``."""
-        if self.page_start == self.page_end:
-            return f"p. {self.page_start}"
-        return f"pp. {self.page_start}-{self.page_end}"
+        return page_range(self.page_start, self.page_end)
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,14 +116,15 @@ def evaluate_retrieval(
                 "found": {},
                 "baseline": {},
             }
+            # One embedding per question serves every budget and the baseline.
+            query = dp.embedder.embed([record["question"]])[0]
             for budget in budgets:
                 # No k: as many ranked sections as the budget holds.
-                chosen = dp.context(doc, record["question"], budget_tokens=budget, k=10**6)
+                chosen = dp.context(doc, record["question"], budget_tokens=budget, k=10**6, _query=query)
                 chosen_ids = {h.section_id for h in chosen}
                 context = normalise_span(" ".join(s.text for s in doc.sections if s.id in chosen_ids))
                 row["found"][budget] = any(s in context for s in spans)
             if chunk_vectors is not None:
-                query = dp.embedder.embed([record["question"]])[0]
                 order = sorted(range(len(chunks)), key=lambda i: -float(chunk_vectors[i] @ query))
                 for budget in budgets:
                     used, picked = 0, []

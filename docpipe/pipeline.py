@@ -9,6 +9,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
@@ -448,7 +449,7 @@ class DocPipe:
             self._request(q, hits, index.doc, mode or self.settings.engine.thinking, analysis)
             for q, hits in zip(questions, contexts)
         ]
-        keys = [self._cache_key(index.doc, r, q) for q, r in zip(questions, requests)]
+        keys = [self._cache_key(index.doc, r, q, hits) for q, r, hits in zip(questions, requests, contexts)]
         answers: list[Answer | None] = [None] * len(questions)
         if use_cache:
             for i, key in enumerate(keys):
@@ -502,13 +503,9 @@ class DocPipe:
         settings = self.settings.engine
         thinking = wants_thinking(question, mode, analysis=analysis)
         base = THINKING_SAMPLING if thinking else DIRECT_SAMPLING
-        answer_tokens = settings.max_answer_tokens
-        sampling = base.__class__(**{
-            **base.as_dict(),
-            "seed": settings.seed,
-            # Without a budget the thinking comes out of max_tokens too.
-            "max_tokens": answer_tokens + (0 if settings.max_thinking_tokens or not thinking else 4096),
-        })
+        # Without a budget the thinking comes out of max_tokens too.
+        thinking_room = 0 if settings.max_thinking_tokens or not thinking else 4096
+        sampling = replace(base, seed=settings.seed, max_tokens=settings.max_answer_tokens + thinking_room)
         return GenerationRequest(
             messages=(
                 {"role": "system", "content": SYSTEM_PROMPT},
@@ -519,7 +516,7 @@ class DocPipe:
             max_thinking_tokens=settings.max_thinking_tokens if thinking else None,
         )
 
-    def _cache_key(self, doc: Document, request, question: str) -> str:
+    def _cache_key(self, doc: Document, request, question: str, hits: list[Hit]) -> str:
         from docpipe.cache import cache_key
         from docpipe.prompts import PROMPT_VERSION
 
@@ -532,14 +529,8 @@ class DocPipe:
             prompt_version=PROMPT_VERSION,
             sampling={**request.sampling.as_dict(), "max_thinking_tokens": request.max_thinking_tokens},
             engine=engine.name if engine else "",
-            extra={"fingerprint": self.fingerprint, "sections": [s for s in _ids(request)]},
+            extra={"fingerprint": self.fingerprint, "sections": [h.section_id for h in hits]},
         )
-
-
-def _ids(request) -> list[str]:
-    import re
-
-    return re.findall(r'<section id="([^"]+)"', request.messages[-1]["content"])
 
 
 class _Unset:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from docpipe.document import Document, Passage, Section
+from docpipe.document import Document, Passage, Section, page_range
 from docpipe.index import BM25, DenseIndex
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class Hit:
 
     @property
     def pages(self) -> str:
-        return f"p. {self.page_start}" if self.page_start == self.page_end else f"pp. {self.page_start}-{self.page_end}"
+        return page_range(self.page_start, self.page_end)
 
     def to_dict(self) -> dict[str, Any]:
         return {
