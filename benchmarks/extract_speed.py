@@ -152,7 +152,8 @@ def main() -> int:
             "pypdf": version("pypdf"),
             "pypdfium2": version("pypdfium2"),
         },
-        "pdf_dir": str(args.pdf_dir),
+        # Relative to the repository where possible: results must not carry this machine's paths.
+        "pdf_dir": os.path.relpath(args.pdf_dir, ROOT),
         "timeout_s": args.timeout,
         "overhead_s": overhead,
         "totals": totals,

@@ -8,7 +8,10 @@
 Importing docpipe is cheap: torch, faiss and the embedder load when first used.
 """
 
+from docpipe.analysis import CategoryFinding, ContractReport
 from docpipe.answer import Answer, Citation
+from docpipe.audit import AuditManifest
+from docpipe.checklist import CHECKLIST, Category
 from docpipe.document import Document, Page, PageStatus, Passage, Section
 from docpipe.embed import HashingEmbedder
 from docpipe.errors import (
@@ -32,13 +35,20 @@ from docpipe.errors import (
 from docpipe.pipeline import DocPipe
 from docpipe.retrieve import Hit
 from docpipe.settings import Settings
+from docpipe.streaming import AnswerEvent
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CHECKLIST",
     "Answer",
+    "AuditManifest",
+    "Category",
+    "CategoryFinding",
+    "AnswerEvent",
     "Citation",
     "ConfigError",
+    "ContractReport",
     "DependencyError",
     "DocPipe",
     "DocpipeError",

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import bisect
 import re
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from docpipe.audit import AuditManifest, iso_time
 from docpipe.document import Document, page_range
 from docpipe.index import tokenize
 from docpipe.retrieve import Hit
@@ -20,7 +23,15 @@ if TYPE_CHECKING:
     from docpipe.embed import Embedder
     from docpipe.engine.base import GenerationResult
 
-__all__ = ["ENABLE_MODEL_HINT", "Answer", "Citation", "extractive_answer", "generative_answer", "verify_quote"]
+__all__ = [
+    "ENABLE_MODEL_HINT",
+    "Answer",
+    "Citation",
+    "extractive_answer",
+    "generative_answer",
+    "prime_sentences",
+    "verify_quote",
+]
 
 ENABLE_MODEL_HINT = (
     "No language model is configured, so docpipe quotes the contract instead of writing an answer. "
@@ -67,10 +78,35 @@ class Answer:
     notice: str | None = None
     thinking_enabled: bool = False
     created: float = field(default_factory=time.time)
+    model_revision: str | None = None
+    prompt_version: str = ""
+    settings_fingerprint: str = ""
+    document_name: str = ""
+
+    def manifest(self) -> AuditManifest:
+        """Returns the answer's audit manifest: document SHA-256, model and revision, settings, sections, time."""
+        from docpipe import __version__
+
+        return AuditManifest(
+            kind="answer",
+            document_sha256=self.document_id,
+            document_name=self.document_name,
+            engine=self.engine,
+            model=self.model,
+            model_revision=self.model_revision,
+            thinking=self.thinking_enabled,
+            prompt_version=self.prompt_version,
+            settings_fingerprint=self.settings_fingerprint,
+            index_fingerprint=self.fingerprint,
+            section_ids=tuple(self.section_ids),
+            created=iso_time(self.created),
+            docpipe_version=__version__,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["citations"] = [{**asdict(c), "pages": c.pages} for c in self.citations]
+        data["manifest"] = self.manifest().to_dict()
         return data
 
     @classmethod
@@ -91,11 +127,19 @@ def _normalise(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-def verify_quote(quote: str, doc: Document) -> tuple[bool, int, int]:
-    """Returns (found, first page, last page) for `quote` in the stored page text, whitespace-normalised."""
-    needle = _normalise(quote)
-    if not needle:
-        return False, 0, 0
+_NORMALISED: OrderedDict[tuple[str, str, int], tuple[list[int], str]] = OrderedDict()
+_NORMALISED_LOCK = threading.Lock()
+
+
+def _normalised_pages(doc: Document) -> tuple[list[int], str]:
+    """Returns (start offset of each page, all pages whitespace-normalised and joined), kept for a few
+    documents: a report checks dozens of quotes against the same pages."""
+    # The same PDF read by another extractor has other page text.
+    key = (doc.id, doc.extractor, len(doc.pages))
+    with _NORMALISED_LOCK:
+        if key in _NORMALISED:
+            _NORMALISED.move_to_end(key)
+            return _NORMALISED[key]
     starts: list[int] = []
     chunks: list[str] = []
     offset = 0
@@ -104,7 +148,20 @@ def verify_quote(quote: str, doc: Document) -> tuple[bool, int, int]:
         chunk = _normalise(page.text)
         chunks.append(chunk)
         offset += len(chunk) + 1
-    haystack = " ".join(chunks)
+    value = (starts, " ".join(chunks))
+    with _NORMALISED_LOCK:
+        _NORMALISED[key] = value
+        while len(_NORMALISED) > 8:
+            _NORMALISED.popitem(last=False)
+    return value
+
+
+def verify_quote(quote: str, doc: Document) -> tuple[bool, int, int]:
+    """Returns (found, first page, last page) for `quote` in the stored page text, whitespace-normalised."""
+    needle = _normalise(quote)
+    if not needle:
+        return False, 0, 0
+    starts, haystack = _normalised_pages(doc)
     found = haystack.find(needle)
     if found < 0:
         return False, 0, 0
@@ -142,6 +199,29 @@ def _stems(text: str) -> set[str]:
     return {word[:6] for word in tokenize(text) if not word.isdigit()} - {"what", "which", "who", "when", "how"}
 
 
+def _sentence_key(hit: Hit) -> str:
+    # A ranked or pinned hit holds its whole section; supporting material (a referenced clause) only a part.
+    if hit.role in ("match", "front_matter"):
+        return hit.section_id
+    return f"{hit.section_id}@{hit.passage_start}:{len(hit.text)}"
+
+
+def prime_sentences(hits: list[Hit], embedder: Embedder, cache: dict[str, Any]) -> None:
+    """Embeds, in one call, the sentences of every hit not yet in `cache` (one call of many sentences runs
+    the embedder's batched path instead of many small ones)."""
+    todo: dict[str, list[str]] = {}
+    for hit in hits:
+        key = _sentence_key(hit)
+        if key not in cache and key not in todo:
+            todo[key] = [hit.text[start:end] for start, end in _sentences(hit.text)]
+    texts = [text for group in todo.values() for text in group]
+    vectors = embedder.embed(texts) if texts else None
+    offset = 0
+    for key, group in todo.items():
+        cache[key] = (group, vectors[offset : offset + len(group)] if group else None)
+        offset += len(group)
+
+
 def extractive_answer(
     question: str,
     hits: list[Hit],
@@ -151,18 +231,19 @@ def extractive_answer(
     sentences: int = 3,
     fingerprint: str = "",
     cache: dict[str, Any] | None = None,
+    query: Any = None,
 ) -> Answer:
-    """Returns the sentences of the retrieved sections that best match `question`, quoted verbatim."""
+    """Returns the sentences of the retrieved sections that best match `question`, quoted verbatim.
+
+    `query` is the question's embedding when the caller already has it."""
     import numpy as np
 
     cache = {} if cache is None else cache
+    prime_sentences(hits, embedder, cache)
     candidates: list[tuple[Hit, str]] = []
     blocks = []
     for hit in hits:
-        if hit.section_id not in cache:
-            texts = [hit.text[start:end] for start, end in _sentences(hit.text)]
-            cache[hit.section_id] = (texts, embedder.embed(texts) if texts else None)
-        texts, vectors = cache[hit.section_id]
+        texts, vectors = cache[_sentence_key(hit)]
         candidates.extend((hit, text) for text in texts)
         if vectors is not None:
             blocks.append(vectors)
@@ -179,7 +260,8 @@ def extractive_answer(
             notice=ENABLE_MODEL_HINT,
         )
     vectors = np.concatenate(blocks)
-    query = embedder.embed([question])[0]
+    if query is None:
+        query = embedder.embed([question])[0]
     terms = _stems(question)
     scored = []
     for (hit, text), vector in zip(candidates, vectors):

@@ -68,13 +68,51 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the answer cache")
     p.add_argument("--show-thinking", action="store_true", help="print the model's thinking after the answer")
+    p.add_argument("--manifest", type=Path, help="write the answers' audit manifests (JSON) to this file")
     p.add_argument("--password", help="password for an encrypted PDF")
     p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser(
+        "analyze", parents=[common], help="run the 41-category clause checklist over a contract (one engine batch)"
+    )
+    p.add_argument("file", type=Path, metavar="FILE", nargs="?")
+    p.add_argument("--format", choices=["md", "json", "csv"], default="md", help="report format (default md)")
+    p.add_argument(
+        "--categories", help="comma-separated checklist categories (default all 41; see --list-categories)"
+    )
+    p.add_argument("--list-categories", action="store_true", help="print the checklist's categories and exit")
+    p.add_argument("--mode", choices=["think", "no_think", "auto"], default="think", help="Qwen3 thinking mode")
+    p.add_argument("--no-references", action="store_true", help="do not add definitions and cross-referenced sections")
+    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
+    p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
+    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the answer cache")
+    p.add_argument("--password", help="password for an encrypted PDF")
+    p.add_argument("-o", "--output", type=Path, help="write the report to this file instead of printing it")
+    p.add_argument("--manifest", type=Path, help="also write the audit manifest (JSON) to this file")
 
     p = sub.add_parser(
         "ui", help="open the contract workbench in the browser (Gradio; pip install 'docpipe[ui]')", add_help=False
     )
     p.add_argument("ui_args", nargs=argparse.REMAINDER, help="options of the workbench (docpipe ui --help)")
+
+    p = sub.add_parser(
+        "serve",
+        parents=[common],
+        help="serve the REST API (/v1), metrics (/metrics) and the workbench (/ui) (pip install 'docpipe[serve]')",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--token", help="bearer token required on /v1 (except /v1/health); or env DOCPIPE_SERVE_TOKEN")
+    p.add_argument("--max-upload-mb", type=float, default=50, help="largest PDF upload, in MB (default 50)")
+    p.add_argument("--max-json-kb", type=float, default=1024, help="largest JSON request, in KB (default 1024)")
+    p.add_argument("--max-questions", type=int, default=64, help="most questions per ask request (default 64)")
+    p.add_argument("--no-ui", action="store_true", help="serve the API only, without the Gradio workbench")
+    p.add_argument("--ui-auth", help="user:password login for the workbench at /ui; or env DOCPIPE_UI_AUTH")
+    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
+    p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
+    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8001/v1")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="server log")
 
     p = sub.add_parser(
         "eval-retrieval",
@@ -85,6 +123,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--budgets", default="2048,4096,8192,16384", help="comma-separated token budgets")
     p.add_argument("--limit", type=int, help="evaluate only the first N contracts")
     p.add_argument("--no-baseline", action="store_true", help="skip the naive whole-chunk baseline")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser(
+        "eval-analysis",
+        parents=[common],
+        help="score the clause checklist against CUAD-format labels (presence, quotes, retrieval per category)",
+    )
+    p.add_argument("folder", type=Path, metavar="DIR", help="folder with annotations.jsonl and pdf/")
+    p.add_argument("--limit", type=int, help="evaluate only the first N contracts")
+    p.add_argument("--mode", choices=["think", "no_think", "auto"], default="think", help="Qwen3 thinking mode")
+    p.add_argument(
+        "--compare-references", action="store_true", help="also run without definitions/cross-references, side by side"
+    )
+    p.add_argument("--no-references", action="store_true", help="run without definitions and cross-references")
+    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
+    p.add_argument("--model", help="answering model: HF id or local folder")
+    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
@@ -221,6 +276,9 @@ def _print_answer(answer, *, show_thinking: bool) -> None:
 def _cmd_ask(dp, args) -> int:
     questions = _questions(args)
     answers = dp.ask_many(args.file, questions, k=args.k, mode=args.mode, password=args.password, use_cache=not args.no_cache)
+    if args.manifest:
+        manifests = [a.manifest().to_dict() for a in answers]
+        args.manifest.write_text(json.dumps(manifests, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if args.json:
         _emit(answers[0].to_dict() if len(answers) == 1 and args.question and not args.more else [a.to_dict() for a in answers])
         return 0
@@ -255,6 +313,53 @@ def _cmd_eval(dp, args) -> int:
     return 0
 
 
+def _cmd_analyze(dp, args) -> int:
+    from docpipe.checklist import CHECKLIST
+
+    if args.list_categories:
+        for category in CHECKLIST:
+            print(f"{category.name}: {category.question}")
+        return 0
+    if args.file is None:
+        from docpipe.errors import ConfigError
+
+        raise ConfigError("give the contract to analyse: docpipe analyze FILE (or --list-categories)")
+    categories = [c for c in args.categories.split(",")] if args.categories else None
+    report = dp.analyze(
+        args.file,
+        categories,
+        mode=args.mode,
+        password=args.password,
+        use_cache=not args.no_cache,
+        expand=False if args.no_references else None,
+    )
+    text = {"md": report.to_markdown, "json": report.to_json, "csv": report.to_csv}[args.format]()
+    if args.manifest:
+        args.manifest.write_text(report.manifest.to_json() + "\n", encoding="utf-8")
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+        print(f"wrote {args.output} ({len(report.findings)} categories, report {report.id})", file=sys.stderr)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def _cmd_eval_analysis(dp, args) -> int:
+    from docpipe.eval_analysis import evaluate_analysis, format_analysis_report
+
+    progress = sys.stderr.isatty() and not args.json
+    expand = False if args.no_references else None
+    report = evaluate_analysis(dp, args.folder, limit=args.limit, expand=expand, mode=args.mode, progress=progress)
+    other = None
+    if args.compare_references and not args.no_references:
+        other = evaluate_analysis(dp, args.folder, limit=args.limit, expand=False, mode=args.mode, progress=progress)
+    if args.json:
+        _emit({**report, "without_references": other} if other else report)
+    else:
+        print(format_analysis_report(report, other))
+    return 0
+
+
 def _run_ui(argv: list[str]) -> int:
     try:
         from ui.app import main as ui_main
@@ -264,7 +369,35 @@ def _run_ui(argv: list[str]) -> int:
     return ui_main(argv) or 0
 
 
-_COMMANDS = {"ingest": _cmd_ingest, "search": _cmd_search, "ask": _cmd_ask, "eval-retrieval": _cmd_eval}
+def _cmd_serve(dp, args) -> int:
+    from docpipe.server import UI_AUTH_ENV, ServeOptions, parse_ui_auth, resolve_token, serve
+
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        token=resolve_token(args.token),
+        max_upload_mb=args.max_upload_mb,
+        max_json_kb=args.max_json_kb,
+        max_questions=args.max_questions,
+        ui=not args.no_ui,
+        ui_auth=parse_ui_auth(args.ui_auth or os.environ.get(UI_AUTH_ENV)),
+        log_level=args.log_level,
+    )
+    where = f"http://{args.host}:{args.port}"
+    ui = f", workbench {where}{options.ui_path}/" if options.ui else ""
+    print(f"docpipe serve: API {where}/v1 (docs {where}/docs, metrics {where}/metrics{ui})", file=sys.stderr)
+    return serve(dp, options)
+
+
+_COMMANDS = {
+    "ingest": _cmd_ingest,
+    "search": _cmd_search,
+    "ask": _cmd_ask,
+    "eval-retrieval": _cmd_eval,
+    "analyze": _cmd_analyze,
+    "eval-analysis": _cmd_eval_analysis,
+    "serve": _cmd_serve,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from docpipe.errors import DependencyError
+from docpipe.errors import ConfigError, DependencyError
 
 if TYPE_CHECKING:
+    import faiss
     import numpy as np
 
-__all__ = ["BM25", "DenseIndex", "tokenize"]
+__all__ = ["AUTO_FLAT_BELOW", "BM25", "DenseIndex", "IndexType", "choose_index_type", "tokenize"]
+
+logger = logging.getLogger(__name__)
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:[.'][a-z0-9]+)*")
 _STOPWORDS = frozenset(
@@ -61,28 +65,136 @@ class BM25:
         return out
 
 
-class DenseIndex:
-    """Returns inner-product search over L2-normalised vectors (cosine similarity) with FAISS."""
+IndexType = Literal["auto", "flat", "hnsw", "ivf"]
 
-    def __init__(self, vectors: np.ndarray) -> None:
+#: `auto` keeps the exact flat index below this many vectors and uses `AUTO_APPROXIMATE` from it on.
+#: Measured by benchmarks/index_speed.py (384-dim clustered vectors, one query, 2 CPU cores; README,
+#: "Benchmarks"): IVF first answers faster than flat at recall@10 >= 0.95 between 1,000 and 3,000 vectors,
+#: but by hundredths of a millisecond, within noise and not worth its training time; from 10,000 it is
+#: 4-6x faster, from 30,000 over 25x. IVF beat HNSW at every size, in search and in build time.
+AUTO_FLAT_BELOW = 10_000
+AUTO_APPROXIMATE: Literal["hnsw", "ivf"] = "ivf"
+
+# HNSW: faiss's defaults for M and efConstruction. efSearch 128 gave recall@10 0.96 at 100,000 vectors and
+# 256 gave 0.97; at 1,000,000 both gave 0.96, where the graph (efConstruction 40) is the limit.
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 40
+HNSW_EF_SEARCH = 256
+# IVF: 4 sqrt(N) lists (faiss's rule of thumb), of which `IVF_NPROBE` are scanned per query: 8 fell
+# below recall@10 0.95 from 30,000 vectors on, 16 kept 0.98 up to 1,000,000.
+IVF_NPROBE = 16
+_IVF_MIN_TRAIN_PER_LIST = 39  # faiss warns (on stderr) when k-means gets fewer points per centroid
+_IVF_TRAIN_PER_LIST = 50
+_IVF_KMEANS_ITERATIONS = 10
+
+
+def choose_index_type(size: int, requested: IndexType = "auto") -> Literal["flat", "hnsw", "ivf"]:
+    """Returns the index type used for `size` vectors: `requested`, or for ``auto`` flat below
+    `AUTO_FLAT_BELOW` and `AUTO_APPROXIMATE` from there on.
+
+    >>> choose_index_type(500), choose_index_type(AUTO_FLAT_BELOW), choose_index_type(500, "hnsw")
+    ('flat', 'ivf', 'hnsw')
+    """
+    if requested != "auto":
+        return requested
+    return "flat" if size < AUTO_FLAT_BELOW else AUTO_APPROXIMATE
+
+
+def ivf_lists(size: int) -> int:
+    """Returns the number of IVF lists for `size` vectors: 4 sqrt(N), with enough points to train each."""
+    return max(1, min(int(4 * math.sqrt(size)), size // _IVF_MIN_TRAIN_PER_LIST))
+
+
+class DenseIndex:
+    """Returns inner-product search over L2-normalised vectors (cosine similarity) with FAISS.
+
+    The index is exact (flat) for small collections and approximate (HNSW graph or IVF lists) for large
+    ones; `index_type` says which one was built.
+
+    >>> import numpy as np
+    >>> vectors = np.eye(4, dtype=np.float32)
+    >>> index = DenseIndex(vectors)
+    >>> index.index_type, index.search(vectors[2], k=1)[1].tolist()
+    ('flat', [2])
+    """
+
+    def __init__(self, vectors: np.ndarray, *, index_type: IndexType = "auto") -> None:
         try:
             import faiss
         except ImportError as exc:  # pragma: no cover - core dependency
             raise DependencyError("faiss is not installed: pip install faiss-cpu") from exc
+        import numpy as np
+
+        if index_type not in ("auto", "flat", "hnsw", "ivf"):
+            raise ConfigError(f"unknown index type {index_type!r}: choose auto, flat, hnsw or ivf")
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         self.size = int(vectors.shape[0])
-        self._index = faiss.IndexFlatIP(int(vectors.shape[1]))
+        dim = int(vectors.shape[1])
+        # Nothing to approximate in an empty index, and IVF could not be trained on it.
+        kind = choose_index_type(self.size, index_type) if self.size else "flat"
+        if kind == "hnsw":
+            index = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+            index.hnsw.efSearch = HNSW_EF_SEARCH
+        elif kind == "ivf":
+            lists = ivf_lists(self.size)
+            index = faiss.index_factory(dim, f"IVF{lists},Flat", faiss.METRIC_INNER_PRODUCT)
+            index.cp.niter = _IVF_KMEANS_ITERATIONS
+            # ivf_lists() already leaves enough points per list; below that (tiny N, one list) faiss would
+            # print a warning to stderr, and the library never prints.
+            index.cp.min_points_per_centroid = 1
+            # A random sample, not a prefix: vectors arrive grouped by document.
+            sample = min(self.size, _IVF_TRAIN_PER_LIST * lists)
+            rows = np.sort(np.random.default_rng(0).choice(self.size, size=sample, replace=False))
+            index.train(vectors[rows])
+            index.nprobe = min(IVF_NPROBE, lists)
+        else:
+            index = faiss.IndexFlatIP(dim)
         if self.size:
-            self._index.add(vectors)
+            index.add(vectors)
+        self._index = index
+        self.index_type: Literal["flat", "hnsw", "ivf"] = kind
+        logger.debug("dense index: %s over %d vectors", kind, self.size)
+
+    @property
+    def faiss_index(self) -> faiss.Index:
+        """Returns the underlying FAISS index, for tuning (``hnsw.efSearch``, ``nprobe``) and benchmarks."""
+        return self._index
 
     def search(self, query: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Returns (scores, ids) of the `k` nearest passages (all when k is None), best first."""
+        """Returns (scores, ids) of the `k` nearest passages (all when k is None), best first.
+
+        Asking for every passage (k None or >= size) ranks them exactly, whatever the index type.
+        """
+        import numpy as np
+
         k = self.size if k is None else min(k, self.size)
         if k == 0:
-            import numpy as np
-
             return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
-        scores, ids = self._index.search(query.reshape(1, -1), k)
-        return scores[0], ids[0]
+        scores, ids = self._search(np.asarray(query, dtype=np.float32).reshape(1, -1), k)
+        found = ids[0] >= 0  # an approximate index can find fewer than k
+        return scores[0][found], ids[0][found]
+
+    def search_batch(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Returns (scores, ids), one row of `k` per query, best first; id -1 where fewer than k were found."""
+        import numpy as np
+
+        k = min(k, self.size)
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        if k <= 0:
+            return np.zeros((len(queries), 0), dtype=np.float32), np.zeros((len(queries), 0), dtype=np.int64)
+        return self._search(queries, k)
+
+    def _search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        import faiss
+
+        if k < self.size or self.index_type == "flat":
+            return self._index.search(queries, k)
+        # A full ranking from an approximate index would miss passages: scan everything instead.
+        if self.index_type == "hnsw":
+            return faiss.downcast_index(self._index.storage).search(queries, k)
+        params = faiss.SearchParametersIVF(nprobe=self._index.nlist)
+        return self._index.search(queries, k, params=params)
 
     def serialize(self) -> bytes:
         import faiss
@@ -97,4 +209,10 @@ class DenseIndex:
         self = cls.__new__(cls)
         self._index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
         self.size = int(self._index.ntotal)
+        if isinstance(self._index, faiss.IndexHNSW):
+            self.index_type = "hnsw"
+        elif isinstance(self._index, faiss.IndexIVF):
+            self.index_type = "ivf"
+        else:
+            self.index_type = "flat"
         return self

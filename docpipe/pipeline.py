@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from docpipe.answer import Answer, extractive_answer, generative_answer
 from docpipe.document import Document, Page, PageStatus, Passage
+from docpipe.metrics import emit as emit_metric
 from docpipe.errors import (
     ConfigError,
     EmptyFileError,
@@ -28,6 +29,7 @@ from docpipe.settings import Settings, load_settings
 from docpipe.store import Store, sha256_hex
 
 if TYPE_CHECKING:
+    from docpipe.analysis import ContractReport
     from docpipe.embed import Embedder
     from docpipe.engine.base import Engine
     from docpipe.prompts import ThinkingMode
@@ -233,7 +235,7 @@ class DocPipe:
         progress(f"embedding {len(passages)} passages")
         sections = {s.id: s for s in doc.sections}
         vectors = embedder.embed([embedding_text(p, sections[p.section_id], embedder) for p in passages])
-        dense = DenseIndex(vectors)
+        dense = DenseIndex(vectors, index_type=self.settings.retrieval.index_type)
         files = {
             "document.json": json.dumps(doc.to_dict()).encode(),
             "passages.json": json.dumps([[p.section_id, p.start, p.end] for p in passages]).encode(),
@@ -243,6 +245,7 @@ class DocPipe:
             doc_id, self.fingerprint, files, {"embedder": embedder.name, "passages": len(passages)}
         )
         logger.info("ingested %s: %d pages, %d sections, %d passages", label, len(pages), len(doc.sections), len(passages))
+        emit_metric("pages_ingested", pages=len(pages))
         return self._search_index(doc, passages, dense)
 
     def _load_index(self, doc_id: str) -> SearchIndex | None:
@@ -340,10 +343,13 @@ class DocPipe:
         k: int | None = None,
         budget_tokens: int | None = None,
         password: str | None = None,
+        expand: bool | None = None,
         _query: Any = None,
     ) -> list[Hit]:
         """Returns the sections that go to the model with `question`, in document order: the top `k`
-        that fit in the budget, plus the document's front matter (title, parties, date) when pinned."""
+        that fit in the budget, plus the document's front matter (title, parties, date) when pinned, plus
+        (with `expand`, default `retrieval.expand_references`) the definitions and cross-referenced sections
+        those sections use, in the budget left (their `role` says which)."""
         index = self._index_for(doc, password)
         if not question or not question.strip():
             raise ConfigError("the question is empty: ask something about the document")
@@ -351,8 +357,17 @@ class DocPipe:
         front = self.settings.chunking.front_matter_tokens
         pinned = index.front_matter(front) if self.settings.retrieval.pin_front_matter else None
         chosen = fit_budget(index.rank(question, _query), budget, k, pinned=pinned)
+        if self.settings.retrieval.expand_references if expand is None else expand:
+            from docpipe.references import supporting_hits
+            from docpipe.tokens import get_token_counter
+
+            left = budget - sum(h.n_tokens for h in chosen)
+            counter = get_token_counter(self.settings.chunking.tokenizer)
+            chosen += supporting_hits(
+                chosen, index.doc, index.references, budget_tokens=left, count_tokens=counter.count
+            )
         position = {s.id: i for i, s in enumerate(index.doc.sections)}
-        return sorted(chosen, key=lambda h: position[h.section_id])
+        return sorted(chosen, key=lambda h: (position[h.section_id], h.passage_start))
 
     # -- answers -----------------------------------------------------------------------------
     @property
@@ -433,17 +448,24 @@ class DocPipe:
             self.context(index.doc, q, k=k, budget_tokens=budget, _query=v) for q, v in zip(questions, vectors)
         ]
         if engine is None:
+            from docpipe.answer import prime_sentences
+
+            prime_sentences(
+                [h for hits in contexts for h in hits if h.role != "definition"], self.embedder, index.sentence_cache
+            )
             return [
-                extractive_answer(
+                self._stamp(extractive_answer(
                     q,
-                    hits,
+                    # Definitions help a model read a clause; quoted alone they answer nothing.
+                    [h for h in hits if h.role != "definition"],
                     index.doc,
                     self.embedder,
                     sentences=self.settings.engine.extractive_sentences,
                     fingerprint=self.fingerprint,
                     cache=index.sentence_cache,
-                )
-                for q, hits in zip(questions, contexts)
+                    query=v,
+                ), index.doc)
+                for q, hits, v in zip(questions, contexts, vectors)
             ]
         requests = [
             self._request(q, hits, index.doc, mode or self.settings.engine.thinking, analysis)
@@ -457,6 +479,8 @@ class DocPipe:
                 if stored is not None:
                     answers[i] = Answer.from_dict(stored)
         todo = [i for i, a in enumerate(answers) if a is None]
+        if use_cache:
+            emit_metric("answer_cache", hits=len(answers) - len(todo), misses=len(todo))
         results = engine.generate([requests[i] for i in todo]) if todo else []
         for i, result in zip(todo, results):
             answer = generative_answer(
@@ -464,10 +488,44 @@ class DocPipe:
                 engine=engine.name, model=engine.model, fingerprint=self.fingerprint,
             )
             answer.thinking_enabled = requests[i].thinking
-            answers[i] = answer
+            answers[i] = self._stamp(answer, index.doc)
             if use_cache and not result.error:
                 self._cache_call("put", keys[i], answer.to_dict())
         return answers  # type: ignore[return-value]
+
+    def analyze(
+        self,
+        doc: DocLike,
+        categories: list[str] | None = None,
+        *,
+        mode: ThinkingMode = "think",
+        password: str | None = None,
+        use_cache: bool = True,
+        expand: bool | None = None,
+    ) -> ContractReport:
+        """Returns a `ContractReport`: the clause checklist (all 41 CUAD categories, or those named) run
+        over `doc`, every category in one engine batch, in thinking mode by default.
+
+        With a language model each finding is present / absent / uncertain with verified quotes; without
+        one, each is a candidate for review (best-matching sentences) or not_found. `expand` (default
+        `analysis.expand_references`) brings definitions and cross-referenced sections into each context.
+        """
+        from docpipe.analysis import analyze
+
+        return analyze(
+            self, doc, categories, mode=mode, password=password, use_cache=use_cache, expand=expand
+        )
+
+    def _stamp(self, answer: Answer, doc: Document) -> Answer:
+        """Returns `answer` with what its audit manifest needs beyond the answer itself."""
+        from docpipe.audit import model_revision
+        from docpipe.prompts import PROMPT_VERSION
+
+        answer.document_name = doc.name
+        answer.settings_fingerprint = self.settings.settings_fingerprint()
+        answer.model_revision = model_revision(self.settings.engine, answer.engine, answer.model)
+        answer.prompt_version = PROMPT_VERSION if answer.mode == "generative" else ""
+        return answer
 
     def _context_budget(self, engine: Engine | None) -> int:
         """Returns the context budget, shrunk to what fits the engine's context window beside the prompt's
@@ -531,6 +589,31 @@ class DocPipe:
             engine=engine.name if engine else "",
             extra={"fingerprint": self.fingerprint, "sections": [h.section_id for h in hits]},
         )
+
+    # -- streamed answers (the logic is in docpipe/streaming.py) -------------------------------
+    if TYPE_CHECKING:  # for the annotations below only
+        from collections.abc import Iterator
+
+        from docpipe.streaming import AnswerEvent
+
+    def ask_stream(
+        self,
+        doc: DocLike,
+        question: str,
+        *,
+        k: int | None = None,
+        mode: ThinkingMode | None = None,
+        password: str | None = None,
+        use_cache: bool = True,
+    ) -> Iterator[AnswerEvent]:
+        """Returns an iterator of `AnswerEvent`: ``thinking`` and ``answer`` text pieces as the engine writes
+        them, then one ``done`` event whose ``answer`` is the `Answer` that `ask` gives (checked citations,
+        notice, answer cache). Engines that cannot stream (extractive, the in-process batch vLLM) and cache
+        hits give the ``done`` event only. Stop iterating at any time: the engine's request is cancelled.
+        """
+        from docpipe.streaming import ask_stream
+
+        return ask_stream(self, doc, question, k=k, mode=mode, password=password, use_cache=use_cache)
 
 
 class _Unset:

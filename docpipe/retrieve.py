@@ -32,6 +32,9 @@ class Hit:
     passage_end: int = 0
     dense_rank: int | None = None
     bm25_rank: int | None = None
+    # "match" (ranked for the question), "front_matter" (pinned opening), or supporting material brought in
+    # for a match: "definition" (a defined term's definition) or "reference" (a section it cites).
+    role: str = "match"
 
     @property
     def pages(self) -> str:
@@ -47,6 +50,7 @@ class Hit:
             "score": round(self.score, 6),
             "n_tokens": self.n_tokens,
             "rank": self.rank,
+            "role": self.role,
             "text": self.text,
         }
 
@@ -65,6 +69,7 @@ class SearchIndex:
     _sections: dict[str, Section] = field(default_factory=dict, repr=False)
     # Sentence vectors per section for extractive answers: a re-ask embeds only the question.
     sentence_cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    _references: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self._bm25 = BM25([p.text for p in self.passages]) if self.hybrid else None
@@ -75,7 +80,16 @@ class SearchIndex:
         if not self.doc.sections or self.doc.sections[0].n_tokens > limit_tokens:
             return None
         section = self.doc.sections[0]
-        return _hit(section, score=0.0, rank=-1, passage=None)
+        return replace(_hit(section, score=0.0, rank=-1, passage=None), role="front_matter")
+
+    @property
+    def references(self):
+        """Returns the document's defined terms and numbered sections (`docpipe.references.References`)."""
+        if self._references is None:
+            from docpipe.references import References
+
+            self._references = References.build(self.doc)
+        return self._references
 
     def rank(self, question: str, query: Any = None) -> list[Hit]:
         """Returns every section that any passage matched, best first (a section scores as its best passage).

@@ -21,6 +21,7 @@ __all__ = [
     "EngineSettings",
     "ExtractionSettings",
     "PRESETS",
+    "AnalysisSettings",
     "RetrievalSettings",
     "Settings",
     "default_home",
@@ -85,6 +86,16 @@ class RetrievalSettings(BaseModel):
         description="Always put the document's opening section (title, parties, date; at most a quarter of the "
         "budget) into the context: nearly every question needs to know who the parties are.",
     )
+    expand_references: bool = Field(
+        True,
+        description="Bring the definitions of defined terms and the sections named by cross-references in the "
+        "retrieved sections into the context, within the budget left after the top k.",
+    )
+    index_type: Literal["auto", "flat", "hnsw", "ivf"] = Field(
+        "auto",
+        description="Dense index: auto = exact (flat) below docpipe.index.AUTO_FLAT_BELOW vectors, approximate "
+        "(IVF) from there on (measured crossover, benchmarks/index_speed.py); or force flat, hnsw or ivf.",
+    )
 
 
 class EngineSettings(BaseModel):
@@ -128,6 +139,30 @@ class EngineSettings(BaseModel):
         300.0, gt=0, description="Remote server: longest wait for a reply (for a stream, between chunks)."
     )
     extractive_sentences: int = Field(3, gt=0, description="Sentences quoted by the extractive answer.")
+    revision: str | None = Field(
+        None,
+        description="Model revision (commit or tag) to load from the hub; recorded in every audit manifest. "
+        "A local model folder is identified by a hash of its config and file sizes instead.",
+    )
+
+
+class AnalysisSettings(BaseModel):
+    budget_tokens: int = Field(
+        4096, gt=0, description="Context budget per checklist category (all categories go to the engine at once)."
+    )
+    k: int = Field(6, gt=0, description="Most retrieved sections per category.")
+    expand_references: bool = Field(
+        True,
+        description="Bring the definitions of defined terms and the sections named by cross-references "
+        "(\"subject to Section 9.2\") used in the retrieved sections into the context, within the budget.",
+    )
+    candidate_sentences: int = Field(2, gt=0, description="Offline (no model): candidate sentences per category.")
+    min_candidate_score: float = Field(
+        0.5,
+        description="Offline (no model): a category with no sentence scoring at least this is reported "
+        "'not_found' (searched, nothing similar) instead of 'candidate'. 0.5 keeps 86% of labelled clauses "
+        "on cuad-dev with the default embedder (docpipe eval-analysis); it depends on the embedder.",
+    )
 
 
 class Settings(BaseSettings):
@@ -153,6 +188,9 @@ class Settings(BaseSettings):
         default_factory=RetrievalSettings, description="Ranking and the context budget."
     )
     engine: EngineSettings = Field(default_factory=EngineSettings, description="How answers are produced.")
+    analysis: AnalysisSettings = Field(
+        default_factory=AnalysisSettings, description="The contract-analysis checklist: budget, references."
+    )
     cache_url: str | None = Field(
         None,
         description="Answer cache: empty = SQLite under the store; sqlite:///path; redis://host:port/0; 'none'. "
@@ -187,6 +225,12 @@ class Settings(BaseSettings):
             "format": INDEX_FORMAT,
         }
         return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+
+    def settings_fingerprint(self) -> str:
+        """Returns a short hash of every setting that can change an answer or a report (not paths or secrets)."""
+        data = self.model_dump(mode="json", exclude={"home", "cache_url", "cache_ttl_s"})
+        data["engine"].pop("api_key", None)
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
 INDEX_FORMAT = 3

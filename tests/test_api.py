@@ -38,8 +38,14 @@ from docpipe.settings import PRESETS
 
 PUBLIC_API = [
     "Answer",
+    "AnswerEvent",
+    "AuditManifest",
+    "CHECKLIST",
+    "Category",
+    "CategoryFinding",
     "Citation",
     "ConfigError",
+    "ContractReport",
     "DependencyError",
     "DocPipe",
     "DocpipeError",
@@ -99,6 +105,9 @@ def test_public_name_is_importable_and_documented(name: str) -> None:
     obj = namespace[name]
     if name == "__version__":
         assert isinstance(obj, str) and obj
+        return
+    if name == "CHECKLIST":
+        assert isinstance(obj, tuple) and len(obj) == 41 and all(isinstance(c, docpipe.Category) for c in obj)
         return
     assert inspect.isclass(obj) or inspect.isfunction(obj), name
     # Its own docstring: not inherited, not the signature dataclasses write when there is none.
@@ -223,7 +232,7 @@ def test_every_settings_field_has_a_description() -> None:
         for name, field in Settings.model_fields.items()
         if inspect.isclass(field.annotation) and issubclass(field.annotation, BaseModel)
     }
-    assert set(nested) == {"extraction", "chunking", "embedding", "retrieval", "engine"}
+    assert set(nested) == {"extraction", "chunking", "embedding", "retrieval", "engine", "analysis"}
     for name, field in Settings.model_fields.items():
         assert field.description and field.description.strip(), f"{name} has no description"
     for section, model in nested.items():

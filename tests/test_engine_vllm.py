@@ -97,6 +97,32 @@ def test_pipeline_answers_through_the_real_engine(engine, tmp_path: Path, sample
     assert all(not c.verified for a in answers for c in a.citations if "ninety" not in c.quote)
 
 
+def test_analysis_sends_every_category_as_one_thinking_batch(engine, tmp_path: Path, sample_pdf: Path) -> None:
+    from docpipe.answer import verify_quote
+
+    settings = Settings.preset(
+        "test",
+        home=tmp_path,
+        analysis={"budget_tokens": 128, "k": 2},
+        engine={"max_answer_tokens": 16, "max_thinking_tokens": 16},
+    )
+    dp = DocPipe(settings, engine=engine)
+    doc = dp.ingest(sample_pdf)
+    before = len(engine.batch_sizes)
+    report = dp.analyze(doc, use_cache=False)
+    assert engine.batch_sizes[before] == 41  # all categories in the first batch (a second may finish cut thoughts)
+    assert report.mode == "generative" and report.manifest.engine == "vllm" and report.manifest.thinking
+    assert report.manifest.model_revision.startswith("local-sha256:")
+    assert len(report.findings) == 41 and {f.status for f in report.findings} <= {"present", "absent", "uncertain"}
+    assert all(f.thinking for f in report.findings), "thinking mode: every category's reply starts with a thought"
+    for finding in report.findings:
+        assert "<think>" not in finding.note
+        for quote in finding.quotes:
+            assert quote.verified == verify_quote(quote.quote, doc)[0]
+        if finding.status == "present":  # only a verified quote makes a finding present
+            assert any(q.verified for q in finding.quotes)
+
+
 def test_async_engine_batches_streams_and_aborts(engine, tiny: Path, tmp_path: Path) -> None:
     from docpipe.engine.vllm import AsyncVLLMEngine
 

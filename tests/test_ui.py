@@ -1,4 +1,5 @@
-"""The Gradio workbench in real headless Chromium: upload, ask with citations, a bad PDF, two users at once.
+"""The Gradio workbench in real headless Chromium: upload, ask with citations (streamed), a bad PDF, two users
+at once, the contract analysis tab and its downloads.
 
 Needs Debian's chromium (/usr/bin/chromium) and the Python packages gradio and playwright
 (``pip install 'docpipe[ui]' playwright``; no ``playwright install``: the system browser is used).
@@ -6,7 +7,10 @@ Needs Debian's chromium (/usr/bin/chromium) and the Python packages gradio and p
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import csv
+import io
 import os
 import socket
 import subprocess
@@ -46,6 +50,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 
 sync_api.expect.set_options(timeout=TIMEOUT_MS)
 
+import ui.app  # noqa: E402
 from ui.app import build_app, default_docpipe, highlight, launch_kwargs, safe_name  # noqa: E402
 
 
@@ -72,6 +77,20 @@ class SlowEchoEngine(EchoEngine):
     def generate(self, requests):
         time.sleep(self.delay_s)
         return super().generate(requests)
+
+
+class StreamingEchoEngine(EchoEngine):
+    """The echo engine, streaming one answer word every `delay_s`, as a model writes."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+
+    async def stream(self, request):
+        async for event in super().stream(request):
+            if event.kind == "answer":
+                await asyncio.sleep(self.delay_s)
+            yield event
 
 
 @contextlib.contextmanager
@@ -103,6 +122,14 @@ def slow_app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with room for one more in the queue."""
     dp = DocPipe(Settings.preset("test", home=tmp_path_factory.mktemp("ui-slow")), engine=SlowEchoEngine(2.0))
     with _serve(dp, concurrency=1, max_queue=1) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def stream_app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A workbench whose engine streams its (echo) answer a word every 0.25 s: about 7 s per answer."""
+    dp = DocPipe(Settings.preset("test", home=tmp_path_factory.mktemp("ui-stream")), engine=StreamingEchoEngine(0.25))
+    with _serve(dp) as url:
         yield url
 
 
@@ -146,7 +173,9 @@ def _ask(page, question: str) -> None:
 
 
 def _answer_text(page) -> str:
+    """Returns the answer box's text once the answer is finished (no longer marked as streaming)."""
     page.locator("#answer-text pre").first.wait_for()
+    sync_api.expect(page.locator("#answer-text .dp-streaming")).to_have_count(0)
     return page.locator("#answer-text").inner_text()
 
 
@@ -376,5 +405,108 @@ def test_password_and_page_warnings(browser, app_url: str, eval_dir: Path, tmp_p
         page.locator("#upload-password input").fill("asdfzxcv")
         page.locator("#ingest-btn").click()
         sync_api.expect(result).to_contain_text("1 page,")
+    finally:
+        context.close()
+
+
+def test_answer_streams_into_the_page(browser, stream_app_url: str, sample_pdf: Path, artifacts: Path) -> None:
+    context, page = _open(browser, stream_app_url)
+    try:
+        _upload(page, sample_pdf)
+        sync_api.expect(page.locator("#upload-result")).to_contain_text("15 pages", timeout=TIMEOUT_MS)
+        page.get_by_role("tab", name="Ask").click()
+        page.locator("#mode").get_by_text("think", exact=True).click()
+        _ask(page, QUESTION)
+        # Mid-answer: the first words are there, marked as still being written; the thought is in the
+        # (collapsed) Thinking accordion, not in the answer; no citations yet.
+        partial = page.locator("#answer-text .dp-streaming pre")
+        sync_api.expect(partial).to_contain_text("Either Party")
+        partial_text = partial.inner_text()
+        sync_api.expect(page.locator("#thinking")).to_be_visible()
+        assert "first section given" not in partial_text
+        assert "✓" not in page.locator("#citations").inner_text()
+        page.screenshot(path=str(artifacts / "streaming.png"), full_page=True)
+
+        answer = _answer_text(page)
+        assert "ninety (90) days" in answer and "first section given" not in answer
+        assert partial_text.strip() in answer and len(partial_text.strip()) < len(answer)
+        sync_api.expect(page.locator("#citations")).to_contain_text("✓")
+        sync_api.expect(page.locator("#citations")).to_contain_text("p. 9")
+        sync_api.expect(page.locator("#source-panel mark").first).to_be_visible()
+        sync_api.expect(page.locator("#thinking-text textarea")).to_be_hidden()  # still collapsed
+        page.screenshot(path=str(artifacts / "streamed.png"), full_page=True)
+    finally:
+        context.close()
+
+
+def _pre_text(fragment: str) -> str:
+    import html
+    import re
+
+    match = re.search(r"<pre>(.*?)</pre>", fragment, re.DOTALL)
+    assert match, fragment
+    return html.unescape(match.group(1))
+
+
+@pytest.mark.parametrize("backend", ["echo", "extractive"])
+def test_ask_handler_yields_updates_as_the_answer_streams(
+    tmp_path: Path, sample_pdf: Path, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    monkeypatch.setattr(ui.app, "STREAM_INTERVAL_S", 0.0)  # one page update per piece
+    dp = DocPipe(Settings.preset("test", home=tmp_path, engine={"backend": backend}))
+    doc = dp.ingest(sample_pdf)
+    ask = next(fn.fn for fn in build_app(dp).fns.values() if fn.api_name == "ask")
+    updates = list(ask({doc.id: doc}, doc.id, QUESTION, "think"))
+    *streaming, final = updates
+    assert all("dp-streaming" in update[0] for update in streaming) and "dp-streaming" not in final[0]
+    assert all(update[1] == [] and update[4] == "" for update in streaming)  # citations, source: at the end
+    assert final[1] and "<mark>" in final[4]
+    assert streaming[0][2].visible is False and streaming[0][2].open is False  # each question starts collapsed
+    final_text = _pre_text(final[0])
+    if backend == "extractive":  # nothing streams: a "searching" update, then the answer
+        assert len(updates) == 2 and _pre_text(streaming[0][0]) == ""
+        return
+    texts = [_pre_text(update[0]) for update in streaming]
+    assert len(updates) > 10
+    assert all(a == "" or b.startswith(a) for a, b in zip(texts, texts[1:])), texts
+    assert texts[-1] == final_text and "ninety (90) days" in final_text
+    thought = "The question is answered by the first section given."
+    assert all(update[3] in ("", thought) for update in streaming) and final[3] == thought
+    assert all(update[2].visible for update in streaming if update[3]) and final[2].visible
+    assert "first section given" not in final_text
+
+
+def test_contract_analysis_tab_shows_the_checklist_and_downloads_it(
+    browser, app_url: str, sample_pdf: Path, artifacts: Path, tmp_path: Path
+) -> None:
+    context, page = _open(browser, app_url)
+    try:
+        _upload(page, sample_pdf)
+        sync_api.expect(page.locator("#upload-result")).to_contain_text("15 pages", timeout=TIMEOUT_MS)
+        page.get_by_role("tab", name="Contract analysis").click()
+        page.locator("#analysis-btn").click()
+        sync_api.expect(page.locator("#analysis-status")).to_contain_text("41 categories", timeout=TIMEOUT_MS)
+        sync_api.expect(page.locator("#analysis-status")).to_contain_text("candidates, not findings")
+        table = page.locator("#analysis-table")
+        sync_api.expect(table).to_contain_text("Governing Law")
+        sync_api.expect(table).to_contain_text("candidate (review)")
+        page.screenshot(path=str(artifacts / "analysis.png"), full_page=True)
+
+        files = {}
+        for suffix in ("csv", "json", "md"):
+            with page.expect_download() as info:
+                page.locator(f"#analysis-{suffix}").click()
+            download = info.value
+            assert download.suggested_filename == f"master_services_agreement-checklist.{suffix}"
+            files[suffix] = tmp_path / download.suggested_filename
+            download.save_as(files[suffix])
+        reader = csv.DictReader(io.StringIO(files["csv"].read_text(encoding="utf-8")))
+        rows = list(reader)
+        assert reader.fieldnames == ["category", "status", "clause", "pages", "note"]
+        assert len(rows) == 41 and rows[0]["category"]
+        law = next(row for row in rows if row["category"] == "Governing Law")
+        assert law["status"] == "candidate" and "Delaware" in law["clause"] and "p. 11" in law["pages"]
+        assert '"findings"' in files["json"].read_text(encoding="utf-8")
+        assert "| Governing Law |" in files["md"].read_text(encoding="utf-8")
     finally:
         context.close()

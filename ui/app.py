@@ -1,4 +1,5 @@
-"""The Gradio contract workbench: upload PDFs, ask questions with checked page citations, batch questions.
+"""The Gradio contract workbench: upload PDFs, ask questions with checked page citations (streamed where the
+engine streams), batch questions, run the clause checklist and download its report.
 
 Uses only docpipe's public API (the names in ``docpipe.__all__``). Run it with ``python -m ui.app``
 (``--help`` for options) or build it in Python::
@@ -10,24 +11,39 @@ Uses only docpipe's public API (the names in ``docpipe.__all__``). Run it with `
     demo.launch(server_name="127.0.0.1", **launch_kwargs(max_upload_mb=50))
 
 Safety defaults: binds 127.0.0.1, optional basic auth (``--auth user:password`` or ``DOCPIPE_UI_AUTH``),
-uploads capped in size and pages, no ``allowed_paths`` (Gradio serves only its own upload cache), and each
-browser session sees only the documents it uploaded.
+uploads capped in size and pages, no ``allowed_paths`` (Gradio serves only its own upload cache), each
+browser session sees only the documents it uploaded, and report downloads are written to a temporary folder
+the server creates for the session (never a path from the browser).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html
 import ipaddress
 import logging
 import os
 import re
+import shutil
 import sys
+import tempfile
+import time
 import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from docpipe import Answer, DocPipe, DocpipeError, Document, PasswordRequiredError, Settings, WrongPasswordError
+from docpipe import (
+    CHECKLIST,
+    Answer,
+    ContractReport,
+    DocPipe,
+    DocpipeError,
+    Document,
+    PasswordRequiredError,
+    Settings,
+    WrongPasswordError,
+)
 
 if TYPE_CHECKING:
     import gradio as gr
@@ -42,6 +58,17 @@ MAX_BATCH_QUESTIONS = 200
 # The session's own documents, by id; a Document holds its pages, so keep the picker to a sane size.
 MAX_SESSION_DOCS = 32
 BUSY = "The answer engine is busy or unreachable: please try again in a moment."
+# A streamed answer updates the page at most this often: enough to read along, little work per token.
+STREAM_INTERVAL_S = 0.1
+# How the checklist's statuses read in the table (docpipe.ContractReport: present, absent, ...).
+FOUND_LABELS = {
+    "present": "yes",
+    "absent": "no",
+    "uncertain": "uncertain",
+    "candidate": "candidate (review)",
+    "not_found": "no candidate found",
+}
+REPORT_FORMATS = (("csv", "CSV"), ("json", "JSON"), ("md", "Markdown"))
 
 CSS = """
 #source-panel pre, #answer-text pre { white-space: pre-wrap; font-family: inherit; margin: 0; }
@@ -137,8 +164,59 @@ def answer_html(answer: Answer) -> str:
     return out
 
 
+def streaming_html(text: str, *, thinking: bool = False) -> str:
+    """Returns the answer written so far (escaped), marked as still being written (class ``dp-streaming``)."""
+    if text:
+        status = "Writing the answer..."
+    elif thinking:
+        status = "The model is thinking (open Thinking below to follow along)..."
+    else:
+        status = "Finding the relevant sections..."
+    return f'<div class="dp-streaming"><p><small>{html.escape(status)}</small></p>{_pre(text)}</div>'
+
+
 def _error_html(message: str) -> str:
     return f'<div class="dp-err"><b>Error:</b> {html.escape(message)}</div>'
+
+
+def report_rows(report: ContractReport) -> list[list[str]]:
+    """Returns one table row per checklist category: category, found, clause (verified quotes), pages, note."""
+    return [
+        [row["category"], FOUND_LABELS.get(row["status"], row["status"]), row["clause"], row["pages"] or "-",
+         row["note"]]
+        for row in report.rows()
+    ]
+
+
+def report_summary(report: ContractReport) -> str:
+    """Returns a one-paragraph Markdown summary of a report: counts per status and what they mean."""
+    counts: dict[str, int] = {}
+    for finding in report.findings:
+        counts[finding.status] = counts.get(finding.status, 0) + 1
+    parts = ", ".join(f"{n} {FOUND_LABELS.get(status, status)}" for status, n in counts.items())
+    out = f"**{len(report.findings)} categories** checked in {html.escape(report.document_name)}: {parts}."
+    if report.mode == "extractive":
+        out += (" No language model is configured: each row shows the sentences that best match the category, "
+                "for a reviewer to judge. They are candidates, not findings.")
+    return out
+
+
+def write_report_files(report: ContractReport, folder: Path) -> list[Path]:
+    """Returns the report written to `folder` as CSV, JSON and Markdown, named after the document."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(safe_name(report.document_name)).stem).strip("._") or "contract"
+    texts = {"csv": report.to_csv(), "json": report.to_json(), "md": report.to_markdown()}
+    paths = []
+    for suffix, _label in REPORT_FORMATS:
+        path = folder / f"{stem[:80]}-checklist.{suffix}"
+        path.write_text(texts[suffix], encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def _remove_folder(folder: str | None) -> None:
+    # Called by Gradio when a session ends: its report files go with it.
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # -- the app -------------------------------------------------------------------------------------------
@@ -159,7 +237,8 @@ def build_app(
     concurrency: int = 16,
     max_queue: int = 64,
 ) -> gr.Blocks:
-    """Returns the workbench as a queued `gr.Blocks` (Upload, Ask, Batch tabs); launch it yourself.
+    """Returns the workbench as a queued `gr.Blocks` (Upload, Ask, Batch, Contract analysis tabs); launch it
+    yourself.
 
     Launch it with `launch_kwargs` (`main` does): its ``max_file_size`` makes Gradio refuse big uploads
     before they are stored; the handler checks the size as well. `concurrency` events run at
@@ -223,6 +302,7 @@ def build_app(
             docs,
             gr.Dropdown(choices=choices, value=value),
             gr.Dropdown(choices=choices, value=value),
+            gr.Dropdown(choices=choices, value=value),
         )
 
     def _doc(docs: dict[str, Document] | None, doc_id: str | None) -> Document:
@@ -241,21 +321,45 @@ def build_app(
         return question
 
     def ask(docs: dict[str, Document] | None, doc_id: str | None, question: str, mode: str):
+        # A generator: the answer box fills as the engine streams (thinking into the Thinking accordion),
+        # then the citations and the source panel arrive with the finished answer.
+        answer: Answer | None = None
+        thinking = text = ""
         try:
             doc = _doc(docs, doc_id)
-            answer = dp.ask(doc, _check_question(question), mode=mode if mode in MODES else "auto")
+            question = _check_question(question)
+            # Each question starts with the thinking collapsed; later updates leave it as the user set it.
+            yield streaming_html(""), [], gr.Accordion(visible=False, open=False), "", ""
+            last = time.monotonic()
+            with contextlib.closing(dp.ask_stream(doc, question, mode=mode if mode in MODES else "auto")) as events:
+                for event in events:
+                    if event.kind == "done":
+                        answer = event.answer
+                        continue
+                    if event.kind == "thinking":
+                        thinking += event.text
+                    else:
+                        text += event.text
+                    if time.monotonic() - last >= STREAM_INTERVAL_S:
+                        last = time.monotonic()
+                        yield (streaming_html(text, thinking=bool(thinking)), [],
+                               gr.Accordion(visible=bool(thinking)), thinking, "")
+            if answer is None:
+                raise DocpipeError("the engine finished without an answer: ask again")
         except DocpipeError as exc:
             message = f"{BUSY} ({exc})" if isinstance(exc, ConnectionError) else str(exc)
-            return _error_html(message), [], gr.Accordion(visible=False), "", ""
+            yield _error_html(message), [], gr.Accordion(visible=False), "", ""
+            return
         except Exception:  # noqa: BLE001 - the user gets a message, the log gets the traceback
             logger.exception("answering failed")
-            return _error_html("unexpected error while answering (see the server log)"), [], \
+            yield _error_html("unexpected error while answering (see the server log)"), [], \
                 gr.Accordion(visible=False), "", ""
+            return
         thinking = answer.thinking or ""
-        return (
+        yield (
             answer_html(answer),
             citation_rows(answer),
-            gr.Accordion(visible=bool(thinking), open=False),
+            gr.Accordion(visible=bool(thinking)),
             thinking,
             source_html(doc, answer),
         )
@@ -282,8 +386,33 @@ def build_app(
         ]
         return f"{len(rows)} answers.", rows
 
+    def analyze(docs: dict[str, Document] | None, doc_id: str | None, categories: list[str] | None, mode: str,
+                folder: str | None):
+        hidden = [gr.DownloadButton(visible=False) for _ in REPORT_FORMATS]
+        try:
+            doc = _doc(docs, doc_id)
+            known = {c.name for c in CHECKLIST}
+            chosen = [name for name in categories or [] if name in known] or None
+            report = dp.analyze(doc, chosen, mode=mode if mode in MODES else "think")
+            # The session's own folder (never a path from the request); Gradio serves copies from its cache.
+            if not folder or not os.path.isdir(folder):
+                folder = tempfile.mkdtemp(prefix="docpipe-ui-")
+            paths = write_report_files(report, Path(folder))
+        except DocpipeError as exc:
+            message = f"{BUSY} ({exc})" if isinstance(exc, ConnectionError) else str(exc)
+            return f"**Error:** {html.escape(message)}", [], folder, *hidden
+        except Exception:  # noqa: BLE001
+            logger.exception("contract analysis failed")
+            return "**Error:** unexpected error during the analysis (see the server log)", [], folder, *hidden
+        buttons = [
+            gr.DownloadButton(f"Download {label}", value=str(path), visible=True)
+            for (_suffix, label), path in zip(REPORT_FORMATS, paths)
+        ]
+        return report_summary(report), report_rows(report), folder, *buttons
+
     with gr.Blocks(title="docpipe contract workbench", analytics_enabled=False) as demo:
         docs_state = gr.State({})
+        report_folder = gr.State(None, delete_callback=_remove_folder)
         gr.Markdown(
             "## docpipe contract workbench\nUpload contracts, ask questions, get answers with checked page citations."
         )
@@ -319,10 +448,29 @@ def build_app(
                 headers=["question", "answer", "pages"], datatype="str", interactive=False, wrap=True,
                 label="Answers", elem_id="batch-answers", column_widths=["30%", "60%", "10%"],
             )
+        with gr.Tab("Contract analysis", id="analysis"):
+            analysis_doc = gr.Dropdown(label="Document", choices=[], elem_id="analysis-doc")
+            analysis_categories = gr.Dropdown(
+                [c.name for c in CHECKLIST], value=[], multiselect=True, elem_id="analysis-categories",
+                label=f"Categories (none chosen: all {len(CHECKLIST)} of the checklist)",
+            )
+            analysis_mode = gr.Radio(MODES, value="think", label="Thinking mode", elem_id="analysis-mode")
+            analysis_btn = gr.Button("Run checklist", variant="primary", elem_id="analysis-btn")
+            analysis_status = gr.Markdown(elem_id="analysis-status")
+            analysis_out = gr.Dataframe(
+                headers=["category", "found", "clause", "pages", "note"], datatype="str", interactive=False,
+                wrap=True, label="Checklist", elem_id="analysis-table",
+                column_widths=["16%", "10%", "44%", "8%", "22%"],
+            )
+            with gr.Row():
+                downloads = [
+                    gr.DownloadButton(f"Download {label}", visible=False, elem_id=f"analysis-{suffix}")
+                    for suffix, label in REPORT_FORMATS
+                ]
 
         # Extraction runs a worker process per document: fewer at once than questions.
         ingest_btn.click(
-            ingest, [files, password, docs_state], [upload_result, docs_state, ask_doc, batch_doc],
+            ingest, [files, password, docs_state], [upload_result, docs_state, ask_doc, batch_doc, analysis_doc],
             concurrency_limit=max(1, min(4, concurrency)), concurrency_id="ingest", api_name="ingest",
         )
         ask_event = dict(
@@ -334,6 +482,12 @@ def build_app(
         batch_btn.click(
             ask_batch, [docs_state, batch_doc, batch_questions, batch_mode], [batch_status, batch_out],
             api_name="batch",
+        )
+        # A checklist is one engine batch of dozens of requests: a few at once leave room for questions.
+        analysis_btn.click(
+            analyze, [docs_state, analysis_doc, analysis_categories, analysis_mode, report_folder],
+            [analysis_status, analysis_out, report_folder, *downloads],
+            concurrency_limit=max(1, min(4, concurrency)), concurrency_id="analysis", api_name="analyze",
         )
 
     # Concurrent users reach the engine together (docpipe batches them); the queue behind them is bounded.

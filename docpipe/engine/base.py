@@ -15,6 +15,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
     "DIRECT_SAMPLING",
+    "PRIORITY_ANALYSIS",
+    "PRIORITY_INTERACTIVE",
     "THINKING_SAMPLING",
     "AsyncEngine",
     "Engine",
@@ -26,6 +28,12 @@ __all__ = [
 ]
 
 FinishReason = Literal["stop", "length", "abort", "error"]
+
+# Scheduling priorities, vLLM's convention (lower runs first; ties go by arrival): a person waiting on a
+# question goes ahead of bulk contract analysis. The batcher, the in-process vLLM engine (scheduling_policy
+# "priority") and a `vllm serve --scheduling-policy priority` server all honour `GenerationRequest.priority`.
+PRIORITY_INTERACTIVE = 0
+PRIORITY_ANALYSIS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +78,7 @@ class GenerationRequest:
     thinking: bool = False
     sampling: SamplingParams = DIRECT_SAMPLING
     max_thinking_tokens: int | None = None
-    priority: int = 0  # lower runs first (vLLM's convention)
+    priority: int = PRIORITY_INTERACTIVE  # lower runs first (vLLM's convention)
     request_id: str = ""
 
     @classmethod

@@ -1,20 +1,34 @@
 """Dynamic batching for callers that arrive one by one (CLI loops, API users in threads, the UI): requests
 that come within `batch_timeout_ms` of each other, up to `max_batch_size`, go to the engine as one batch.
-`batch_sizes` records the batches actually formed."""
+`batch_sizes` records the batches actually formed.
+
+Priority: waiting callers are served lowest `GenerationRequest.priority` first (vLLM's convention), so an
+interactive question (`PRIORITY_INTERACTIVE`) queued behind bulk analysis (`PRIORITY_ANALYSIS`) runs in
+the next batch. A batch started for urgent work takes no less urgent work along: an offline engine returns
+a batch only when all of it is done, and a question must not wait for a long analysis. Bulk work started
+first may take urgent callers along, which only brings their answers forward.
+"""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
-import queue
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 
 from docpipe.engine.base import Engine, GenerationRequest, GenerationResult
+from docpipe.errors import EngineError
+from docpipe.metrics import emit
 
 __all__ = ["BatchingEngine"]
 
 logger = logging.getLogger(__name__)
+
+# One caller's requests: (priority, arrival number, requests, the caller's future).
+_Item = tuple[int, int, list[GenerationRequest], "Future[list[GenerationResult]]"]
 
 
 class BatchingEngine:
@@ -35,51 +49,102 @@ class BatchingEngine:
         self.max_batch_size = max_batch_size
         self.batch_timeout_s = batch_timeout_ms / 1000.0
         self.batch_sizes: list[int] = []
-        self._queue: queue.Queue[tuple[list[GenerationRequest], Future] | None] = queue.Queue()
+        self._heap: list[_Item] = []
+        self._arrivals = itertools.count()
+        self._waiting = 0  # requests in the heap
+        self._cond = threading.Condition()
+        self._closed = False
         self._worker = threading.Thread(target=self._run, name="docpipe-batcher", daemon=True)
         self._worker.start()
+
+    @property
+    def queue_depth(self) -> int:
+        """Returns how many requests wait for a batch (not counting the batch running now)."""
+        return self._waiting
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """Returns one result per request, in order, once the batch holding them has run."""
         if not requests:
             return []
         future: Future[list[GenerationResult]] = Future()
-        self._queue.put((list(requests), future))
+        items = list(requests)
+        with self._cond:
+            if self._closed:
+                raise EngineError("this engine is closed: create a new DocPipe (or engine) to answer again")
+            heapq.heappush(self._heap, (min(r.priority for r in items), next(self._arrivals), items, future))
+            self._waiting += len(items)
+            depth = self._waiting
+            self._cond.notify()
+        emit("engine_queue", depth=depth)
         return future.result()
+
+    def _take(self, limit: int) -> _Item | None:
+        """Returns the most urgent waiting caller no less urgent than `limit`, or None (lock held)."""
+        if self._heap and self._heap[0][0] <= limit:
+            item = heapq.heappop(self._heap)
+            self._waiting -= len(item[2])
+            return item
+        return None
+
+    def _next_batch(self) -> list[_Item] | None:
+        with self._cond:
+            while not self._heap:
+                if self._closed:
+                    return None
+                self._cond.wait()
+            first = heapq.heappop(self._heap)
+            self._waiting -= len(first[2])
+            pending, size, limit = [first], len(first[2]), first[0]
+            # Wait a moment for other callers, but never past the batch limit.
+            while size < self.max_batch_size:
+                item = self._take(limit)
+                if item is None:
+                    if self._closed:
+                        break
+                    deadline = time.monotonic() + self.batch_timeout_s
+                    while item is None and not self._closed:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            break
+                        self._cond.wait(remaining)
+                        item = self._take(limit)
+                    if item is None:
+                        break
+                pending.append(item)
+                size += len(item[2])
+            depth = self._waiting
+        emit("engine_queue", depth=depth)
+        return pending
 
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is None:
+            pending = self._next_batch()
+            if pending is None:
                 return
-            pending = [item]
-            size = len(item[0])
-            # Wait a moment for other callers, but never past the batch limit.
-            while size < self.max_batch_size:
-                try:
-                    nxt = self._queue.get(timeout=self.batch_timeout_s)
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    self._queue.put(None)
-                    break
-                pending.append(nxt)
-                size += len(nxt[0])
-            batch = [request for requests, _ in pending for request in requests]
+            batch = [request for _, _, requests, _ in pending for request in requests]
             self.batch_sizes.append(len(batch))
+            started = time.perf_counter()
             try:
                 results = self.engine.generate(batch)
             except BaseException as exc:  # noqa: BLE001 - every waiting caller gets the engine's error
-                for _, future in pending:
+                for *_, future in pending:
                     future.set_exception(exc)
                 continue
+            emit(
+                "engine_batch",
+                size=len(batch),
+                seconds=time.perf_counter() - started,
+                tokens=sum(r.completion_tokens for r in results),
+            )
             start = 0
-            for requests, future in pending:
+            for _, _, requests, future in pending:
                 future.set_result(results[start : start + len(requests)])
                 start += len(requests)
 
     def close(self) -> None:
-        """Stops the batching thread (after the batches in flight) and closes the wrapped engine."""
-        self._queue.put(None)
+        """Stops the batching thread (after the waiting batches have run) and closes the wrapped engine."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
         self._worker.join(timeout=60)
         self.engine.close()

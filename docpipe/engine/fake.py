@@ -1,7 +1,8 @@
 """`EchoEngine`: a small, deterministic, real implementation of the engine protocol for demos and tests.
 
 It reads the prompt it is given and answers by quoting the sentence of its contract sections that shares
-most words with the question, citing that section's id, and (in thinking mode) writes a short thought in a ``<think>`` block that
+most words with the question, citing that section's id (for a checklist item, in the checklist's
+FINDING / QUOTES / NOTE format), and (in thinking mode) writes a short thought in a ``<think>`` block that
 the normal parsing path removes. No model, no randomness, no network.
 """
 
@@ -40,7 +41,12 @@ class EchoEngine:
 
     def _raw(self, request: GenerationRequest) -> str:
         user = request.messages[-1]["content"]
-        question = {w[:5] for w in _WORD.findall(user.rpartition("Question:")[2].lower())}
+        asked = user.rpartition("Question:")[2].strip()
+        checklist = "FINDING:" in asked
+        if checklist:
+            # A checklist item: only its first line is the question; the rest is the reply format.
+            asked = asked.splitlines()[0]
+        question = {w[:5] for w in _WORD.findall(asked.lower())}
         best: tuple[int, str, str] | None = None
         for match in _SECTION.finditer(user):
             body = " ".join(match.group("body").split())
@@ -50,7 +56,13 @@ class EchoEngine:
                 overlap = len(question & {w[:5] for w in _WORD.findall(sentence.lower())})
                 if best is None or overlap > best[0]:
                     best = (overlap, sentence, match.group("id"))
-        if best is None:
+        if checklist:
+            # Present when a sentence shares at least two word stems with the item's question.
+            if best is None or best[0] < 2:
+                answer = "FINDING: absent\nQUOTES: none\nNOTE: No section given mentions it."
+            else:
+                answer = f'FINDING: present\nQUOTES: "{best[1]}" [{best[2]}]\nNOTE: See section {best[2]}.'
+        elif best is None:
             answer = "The provided sections do not answer the question."
         else:
             answer = f'"{best[1]}" [{best[2]}]'

@@ -520,7 +520,9 @@ class OpenAIEngine:
         }
         if sampling.seed is not None:
             body["seed"] = sampling.seed
-        if request.priority:  # vLLM takes it with --scheduling-policy priority; other servers may refuse it
+        # Only when not the default: vLLM orders by it with --scheduling-policy priority (and ignores it under
+        # its default fcfs); servers without the extension (OpenAI itself) may refuse an unknown field.
+        if request.priority:
             body["priority"] = request.priority
         return body
 

@@ -70,6 +70,9 @@ def engine_args(
         "enable_prefix_caching": enable_prefix_caching,
         "tensor_parallel_size": tensor_parallel_size,
         "seed": seed,
+        # GenerationRequest.priority decides who runs first when not all requests fit at once (interactive
+        # questions before bulk analysis); requests of equal priority keep first-come-first-served order.
+        "scheduling_policy": "priority",
     }
     if quantization:
         kwargs["quantization"] = quantization
@@ -170,6 +173,7 @@ class VLLMEngine:
                 [_vllm_params(requests[i]) for i in group],
                 use_tqdm=False,
                 chat_template_kwargs={"enable_thinking": flag},
+                priority=[requests[i].priority for i in group],
             )
             for i, output in zip(group, outputs):
                 results[i] = self._result(output, opened=False)
@@ -191,6 +195,7 @@ class VLLMEngine:
                 for r in requests
             ],
             use_tqdm=False,
+            priority=[r.priority for r in requests],
         )
         results: list[GenerationResult | None] = [None] * len(requests)
         follow_prompts, follow_index, truncated = [], [], []
@@ -209,7 +214,10 @@ class VLLMEngine:
             follow_index.append(i)
         if follow_prompts:
             second = self._llm.generate(
-                follow_prompts, [_vllm_params(requests[i]) for i in follow_index], use_tqdm=False
+                follow_prompts,
+                [_vllm_params(requests[i]) for i in follow_index],
+                use_tqdm=False,
+                priority=[requests[i].priority for i in follow_index],
             )
             for i, cut, output in zip(follow_index, truncated, second):
                 thought = first[i].outputs[0].text.replace("<think>", "").replace("</think>", "").strip()
