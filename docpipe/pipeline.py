@@ -119,6 +119,7 @@ class DocPipe:
         self._embedder = embedder
         self._loaded: OrderedDict[tuple[str, str], SearchIndex] = OrderedDict()
         self._engine: Engine | None | _Unset = _UNSET if engine is None else engine
+        self._owns_engine = engine is None  # an engine passed in belongs to the caller, who closes it
         self._cache = None
         # Lazy parts are created once even when several threads (UI users, API callers) arrive together.
         self._init_lock = threading.RLock()
@@ -515,6 +516,26 @@ class DocPipe:
         return analyze(
             self, doc, categories, mode=mode, password=password, use_cache=use_cache, expand=expand
         )
+
+    def close(self) -> None:
+        """Returns nothing; releases the answer engine docpipe loaded (an in-process vLLM engine holds the
+        GPU) and the answer cache. The object stays usable: they are opened again on next use. An engine
+        passed to the constructor is left to its owner."""
+        with self._init_lock:
+            engine = None
+            if self._owns_engine:
+                engine, self._engine = self._engine, _UNSET
+            cache, self._cache = self._cache, None
+        for part in (engine, cache):
+            close = getattr(part, "close", None)
+            if callable(close):
+                close()
+
+    def __enter__(self) -> DocPipe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _stamp(self, answer: Answer, doc: Document) -> Answer:
         """Returns `answer` with what its audit manifest needs beyond the answer itself."""

@@ -84,7 +84,9 @@ def _label(hit: Hit) -> str:
 
 def build_user_prompt(question: str, context: list[Hit], *, document_name: str = "") -> str:
     """Returns the user message: the sections (document order, labelled, delimited) and then the question."""
-    parts = [f"<contract name=\"{document_name}\">" if document_name else "<contract>"]
+    # A file name is user input too: it must not close the attribute or the tag.
+    name = document_name.replace('"', "'").replace("<", "(").replace(">", ")")
+    parts = [f"<contract name=\"{name}\">" if name else "<contract>"]
     for hit in context:
         # A document cannot close the data block early: neutralise the delimiters inside its text.
         body = hit.text.replace("</contract>", "</ contract>").replace("</section>", "</ section>")

@@ -514,13 +514,10 @@ def _warm_up(dp: DocPipe) -> None:
 
 
 def _close_engine(dp: DocPipe) -> None:
-    engine = getattr(dp, "_engine", None)
-    close = getattr(engine, "close", None)
-    if callable(close):
-        try:
-            close()
-        except Exception:  # noqa: BLE001 - shutting down regardless
-            logger.debug("closing the engine failed", exc_info=True)
+    try:
+        dp.close()
+    except Exception:  # noqa: BLE001 - shutting down regardless
+        logger.debug("closing the engine failed", exc_info=True)
 
 
 # -- request and response models (the OpenAPI description is built from these) ----------------------------
