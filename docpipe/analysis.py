@@ -269,7 +269,8 @@ def analyze(
         findings = [_candidates(dp, index, c, hits, v) for c, hits, v in zip(chosen, contexts, vectors)]
     else:
         findings = _judge(dp, document, chosen, contexts, mode, use_cache)
-    thinking = engine is not None and any(f.thinking is not None or mode != "no_think" for f in findings)
+    # Analysis thinks unless told not to (wants_thinking with analysis=True).
+    thinking = engine is not None and mode != "no_think"
     manifest = AuditManifest(
         kind="report",
         document_sha256=document.id,

@@ -324,7 +324,7 @@ def _cmd_analyze(dp, args) -> int:
         from docpipe.errors import ConfigError
 
         raise ConfigError("give the contract to analyse: docpipe analyze FILE (or --list-categories)")
-    categories = [c for c in args.categories.split(",")] if args.categories else None
+    categories = args.categories.split(",") if args.categories else None
     report = dp.analyze(
         args.file,
         categories,

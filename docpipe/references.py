@@ -10,7 +10,7 @@ context's order, into whatever token budget is left. They go to the model marked
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from docpipe.document import Document, Section
 from docpipe.retrieve import Hit
@@ -258,19 +258,17 @@ def _section_at(doc: Document, offset: int) -> Section | None:
 
 def _support(section: Section, start: int, end: int, text: str, tokens: int, role: str, doc: Document) -> Hit:
     first, last = doc.page_of(start), doc.page_of(max(start, end - 1))
-    return replace(
-        Hit(
-            section_id=section.id,
-            heading=section.heading,
-            heading_path=section.heading_path,
-            page_start=first,
-            page_end=last,
-            text=text,
-            score=0.0,
-            n_tokens=tokens,
-            rank=-1,
-            passage_start=start,
-            passage_end=end,
-        ),
+    return Hit(
+        section_id=section.id,
+        heading=section.heading,
+        heading_path=section.heading_path,
+        page_start=first,
+        page_end=last,
+        text=text,
+        score=0.0,
+        n_tokens=tokens,
+        rank=-1,
+        passage_start=start,
+        passage_end=end,
         role=role,
     )
