@@ -146,7 +146,12 @@ class SentenceTransformerEmbedder:
                 from docpipe.bert_numpy import NumpyBertEncoder
 
                 self._numpy = NumpyBertEncoder(self._path, self._max_seq_length)
-            return self._numpy.encode(texts, batch_size=self._batch_size)
+            from threadpoolctl import threadpool_limits
+
+            # Small matrices: a second BLAS thread costs more in handoff than it gains, and when the other
+            # core is busy (a server) one question took 430 ms instead of 12 ms (benchmarks/embed_speed.py).
+            with threadpool_limits(1, user_api="blas"):
+                return self._numpy.encode(texts, batch_size=self._batch_size)
         vectors = self._load_torch_model().encode(
             texts,
             batch_size=self._batch_size,
