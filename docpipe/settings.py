@@ -224,6 +224,9 @@ class Settings(BaseSettings):
             # Bump when extraction, sectioning or passage logic changes what an index holds.
             "format": INDEX_FORMAT,
         }
+        if self.retrieval.index_type != "auto":
+            # A forced index type is stored with the index; "auto" stays out so existing stores stay valid.
+            relevant["index_type"] = self.retrieval.index_type
         return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
 
     def settings_fingerprint(self) -> str:

@@ -158,3 +158,13 @@ def test_setting_reaches_the_pipeline(tmp_path: Path, sample_pdf: Path) -> None:
     assert [h.section_id for h in ivf.search(sample_pdf, question, k=4)] == [
         h.section_id for h in flat.search(sample_pdf, question, k=4)
     ]
+
+
+def test_a_forced_index_type_gets_its_own_stored_index(tmp_path: Path, sample_pdf: Path) -> None:
+    home = tmp_path / "home"
+    auto = DocPipe(Settings.preset("test", home=home))
+    hnsw = DocPipe(Settings.preset("test", home=home, retrieval={"index_type": "hnsw"}))
+    assert auto.fingerprint != hnsw.fingerprint
+    doc = auto.ingest(sample_pdf)
+    hnsw.ingest(sample_pdf)  # not served the flat index stored under the same store
+    assert DenseIndex.deserialize(hnsw.store.load_index(doc.id, hnsw.fingerprint)["dense.faiss"]).index_type == "hnsw"
