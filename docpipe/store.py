@@ -152,8 +152,12 @@ class Store:
             manifest = {"format": _FORMAT, **meta, "files": {n: sha256_hex(d) for n, d in files.items()}}
             (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
             if folder.exists():
-                # Another process won the race, or a damaged entry lingers: replace it.
-                shutil.rmtree(folder, ignore_errors=True)
+                if self.load_index(doc_id, fingerprint) is not None:
+                    # Another process published the same content first: keep it, so a reader that has
+                    # just found it is not left with a folder pulled from under it.
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    return
+                shutil.rmtree(folder, ignore_errors=True)  # a damaged entry lingers (load_index removed it)
             os.rename(tmp, folder)
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)

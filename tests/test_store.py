@@ -437,3 +437,18 @@ def test_docpipe_home_env_var_picks_the_store_root(
     default = Settings().store_root()
     assert default.name == "docpipe" and tmp_path not in default.parents
     assert os.path.isabs(default)
+
+
+def test_a_second_writer_keeps_the_entry_already_published(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    store.save_index("ab" * 32, "fp", {"a.bin": b"one"}, {})
+    first = store.index_dir("ab" * 32, "fp")
+    inode = (first / "a.bin").stat().st_ino
+    store.save_index("ab" * 32, "fp", {"a.bin": b"one"}, {})  # a racing process with the same content
+    assert (first / "a.bin").stat().st_ino == inode  # not deleted and replaced under a reader
+    assert store.load_index("ab" * 32, "fp") == {"a.bin": b"one"}
+    assert not [p for p in first.parent.iterdir() if p.name.endswith(".tmp")]
+    # A damaged entry is still replaced.
+    (first / "a.bin").write_bytes(b"rot")
+    store.save_index("ab" * 32, "fp", {"a.bin": b"one"}, {})
+    assert store.load_index("ab" * 32, "fp") == {"a.bin": b"one"}
