@@ -141,6 +141,7 @@ def _request(
 
 def test_model_comes_from_the_server_and_both_protocols_hold(engine: OpenAIEngine) -> None:
     assert engine.model == MODEL
+    assert engine.max_model_len == 2048  # the server's window, read with the model list
     assert engine.name == "openai"
     assert isinstance(engine, Engine) and isinstance(engine, AsyncEngine)
 

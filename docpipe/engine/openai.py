@@ -137,7 +137,13 @@ class OpenAIEngine:
         self._slots = asyncio.Semaphore(max_concurrency)
         try:
             self._client: httpx.AsyncClient = self._run(self._open_client())
-            self.model: str = model or self._run(self._first_model())
+            # vLLM lists each model's context window; when we ask the server anyway, keep it, so the
+            # context budget shrinks to fit a small window (None: unknown, the settings decide).
+            self.max_model_len: int | None = None
+            if model:
+                self.model: str = model
+            else:
+                self.model, self.max_model_len = self._run(self._first_model())
         except BaseException:
             self.close()
             raise
@@ -283,7 +289,7 @@ class OpenAIEngine:
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
 
-    async def _first_model(self) -> str:
+    async def _first_model(self) -> tuple[str, int | None]:
         try:
             data = await self._retrying(lambda: self._send("GET", "models"))
         except _Rejected as exc:
@@ -295,7 +301,9 @@ class OpenAIEngine:
                 url=self.base_url,
             )
         logger.info("server at %s serves %s; using %s", self.base_url, ids, ids[0])
-        return str(ids[0])
+        first = next(entry for entry in data["data"] if isinstance(entry, dict) and entry.get("id") == ids[0])
+        window = first.get("max_model_len")
+        return str(ids[0]), (int(window) if isinstance(window, int) and window > 0 else None)
 
     async def _complete(self, request: GenerationRequest) -> GenerationResult:
         start = time.perf_counter()
