@@ -1,0 +1,175 @@
+"""The ``/v1`` request and response models, and the OpenAPI extras (error responses, the upload body) the
+routes declare."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "AnalyzeRequest",
+    "AnswerOut",
+    "AskRequest",
+    "AskResponse",
+    "CitationOut",
+    "DocumentInfo",
+    "ErrorDetail",
+    "ErrorResponse",
+    "Health",
+    "Mode",
+    "PageWarning",
+    "ReportOut",
+]
+
+
+# -- request and response models (the OpenAPI description is built from these) ----------------------------
+Mode = Literal["auto", "think", "no_think"]
+
+
+class ErrorDetail(BaseModel):
+    type: str = Field(description="Stable error code, e.g. not_a_pdf, password_required, engine_unavailable.")
+    message: str = Field(description="What went wrong and how to fix it.")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class PageWarning(BaseModel):
+    page: int = Field(description="Page number, from 1.")
+    status: str = Field(description="The page's extraction status, e.g. no_text (scanned) or error.")
+    message: str = Field(description="One line for a person, e.g. 'page 7: no text layer'.")
+
+
+class DocumentInfo(BaseModel):
+    id: str = Field(description="The document's id: the SHA-256 of the PDF's bytes.")
+    name: str = Field(description="Display name (the upload's base name; never used as a path).")
+    pages: int
+    sections: int = Field(description="Clause-aware sections found.")
+    extractor: str
+    encrypted: bool = Field(description="True when asking needs the password again.")
+    warnings: list[PageWarning] = Field(description="Pages that did not extract cleanly.")
+
+
+class AskRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str | None = Field(None, description="One question.", examples=[
+        "What is the notice period for termination for convenience?"])
+    questions: list[str] | None = Field(None, description="Several questions, answered as one engine batch.")
+    mode: Mode | None = Field(None, description="Thinking mode: auto (think for analysis questions), think, no_think.")
+    k: int | None = Field(None, ge=1, le=64, description="Sections to retrieve per question (default 4).")
+    password: str | None = Field(None, description="The PDF's password, for encrypted documents.")
+    use_cache: bool = Field(True, description="Read and write the answer cache.")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> AskRequest:
+        if (self.question is None) == (self.questions is None):
+            raise ValueError('send either "question" (a string) or "questions" (a list of strings)')
+        return self
+
+    def all_questions(self) -> list[str]:
+        return [self.question] if self.question is not None else list(self.questions or [])
+
+
+class CitationOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    section_id: str
+    heading: str
+    page_start: int
+    page_end: int
+    pages: str
+    quote: str = Field(description="Verbatim quote from the contract.")
+    verified: bool = Field(description="True when the quote was found on the stored page text.")
+    score: float = 0.0
+
+
+class AnswerOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(description="The stored answer's id: GET /v1/answers/{id} returns it again.")
+    question: str
+    text: str = Field(description="The answer (the model's thinking is never part of it).")
+    mode: str = Field(description="generative or extractive (no language model configured).")
+    citations: list[CitationOut]
+    engine: str
+    model: str | None = None
+    document_id: str
+    section_ids: list[str]
+    thinking: str | None = Field(None, description="The model's reasoning, kept apart for audit.")
+    thinking_enabled: bool = False
+    notice: str | None = None
+    created: float
+
+
+class AskResponse(BaseModel):
+    document_id: str
+    answers: list[AnswerOut]
+
+
+class AnalyzeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    categories: list[str] | None = Field(
+        None, max_length=200, description="Checklist categories to analyse (default: all), e.g. Governing Law."
+    )
+    mode: Mode = Field("think", description="Thinking mode for the analysis (default think).")
+    password: str | None = Field(None, description="The PDF's password, for encrypted documents.")
+    use_cache: bool = Field(True, description="Read and write the answer cache.")
+
+
+class ReportOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(description="The report's id: GET /v1/reports/{id} returns it again.")
+    document_id: str
+    document_name: str
+    mode: str
+    findings: list[dict[str, Any]]
+    manifest: dict[str, Any]
+    seconds: float
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    version: str
+    engine: str = Field(description="The configured engine backend (auto, vllm, openai, echo, extractive).")
+    model: str | None
+    uptime_s: float
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse, "description": text}
+    for code, text in (
+        (400, "Bad input (empty file, malformed request)"),
+        (401, "Missing or wrong bearer token"),
+        (404, "Unknown document, answer or report"),
+        (413, "Body too large"),
+        (415, "Not a PDF"),
+        (422, "Unreadable PDF, password required, or invalid request"),
+        (503, "The answer engine is unavailable: try again"),
+    )
+}
+
+_UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "The PDF: the raw body (Content-Type: application/pdf), or multipart/form-data with the "
+        'field "file" (and optionally "password").',
+        "content": {
+            "application/pdf": {"schema": {"type": "string", "format": "binary"}},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "password": {"type": "string"},
+                    },
+                }
+            },
+        },
+    }
+}
