@@ -242,7 +242,7 @@ def analyze(
     """Returns the checklist report for `doc` (see the module docstring); `DocPipe.analyze` calls this."""
     from docpipe import __version__
     from docpipe.audit import model_revision
-    from docpipe.prompts import ANALYSIS_PROMPT_VERSION
+    from docpipe.prompts import ANALYSIS_PROMPT_VERSION, PROMPT_VERSION
 
     if mode not in ("think", "no_think", "auto"):
         from docpipe.errors import ConfigError
@@ -281,7 +281,8 @@ def analyze(
             dp.settings.engine, engine.name if engine else None, engine.model if engine else None
         ),
         thinking=thinking,
-        prompt_version=ANALYSIS_PROMPT_VERSION if engine else "",
+        # The checklist's questions ride on the cited-QA system prompt: a change to either changes output.
+        prompt_version=f"{ANALYSIS_PROMPT_VERSION}+{PROMPT_VERSION}" if engine else "",
         settings_fingerprint=dp.settings.settings_fingerprint(),
         index_fingerprint=dp.fingerprint,
         section_ids=tuple(dict.fromkeys(h.section_id for hits in contexts for h in hits)),

@@ -135,7 +135,8 @@ def test_model_path_runs_every_category_in_one_thinking_batch(tmp_path: Path, sa
     report = dp.analyze(sample_pdf)
     engine = dp.engine
     assert engine.batch_sizes == [41]
-    assert report.mode == "generative" and report.manifest.thinking and report.manifest.prompt_version
+    assert report.mode == "generative" and report.manifest.thinking
+    assert report.manifest.prompt_version == "checklist-1+cited-qa-2"
     assert {f.status for f in report.findings} <= {"present", "absent", "uncertain"}
     termination = report.finding("Termination for Convenience")
     assert termination.status == "present" and termination.thinking
