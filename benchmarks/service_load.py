@@ -83,17 +83,10 @@ def _server(engine: str, work: Path) -> Iterator[str]:
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
+    from docpipe.testing import wait_until_up
+
     try:
-        started = time.monotonic()
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"docpipe serve exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-            if time.monotonic() - started > STARTUP_S:
-                raise RuntimeError(f"docpipe serve not up within {STARTUP_S} s:\n{log.read_text()[-3000:]}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.3)
+        wait_until_up(process, f"{url}/v1/health", timeout_s=STARTUP_S, log=log, what="docpipe serve", poll_s=0.3)
         yield url
     finally:
         if process.poll() is None:

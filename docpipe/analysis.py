@@ -263,9 +263,7 @@ def analyze(
     ]
     if engine is None:
         # Every category's sentences in one embedding call, then each category reads them from the cache.
-        prime_sentences(
-            [h for hits in contexts for h in hits if h.role != "definition"], dp.embedder, index.sentence_cache
-        )
+        prime_sentences([h for hits in contexts for h in hits], dp.embedder, index.sentence_cache)
         findings = [_candidates(dp, index, c, hits, v) for c, hits, v in zip(chosen, contexts, vectors)]
     else:
         findings = _judge(dp, document, chosen, contexts, mode, use_cache)
@@ -308,7 +306,7 @@ def _candidates(dp: DocPipe, index, category: Category, hits: list[Hit], query: 
     settings = dp.settings.analysis
     answer = extractive_answer(
         category.query,
-        [h for h in hits if h.role != "definition"],
+        hits,
         index.doc,
         dp.embedder,
         sentences=settings.candidate_sentences,

@@ -206,11 +206,16 @@ def _sentence_key(hit: Hit) -> str:
     return f"{hit.section_id}@{hit.passage_start}:{len(hit.text)}"
 
 
+def _quotable(hits: list[Hit]) -> list[Hit]:
+    # Definitions help a model read a clause; quoted alone they answer nothing.
+    return [h for h in hits if h.role != "definition"]
+
+
 def prime_sentences(hits: list[Hit], embedder: Embedder, cache: dict[str, Any]) -> None:
     """Embeds, in one call, the sentences of every hit not yet in `cache` (one call of many sentences runs
     the embedder's batched path instead of many small ones)."""
     todo: dict[str, list[str]] = {}
-    for hit in hits:
+    for hit in _quotable(hits):
         key = _sentence_key(hit)
         if key not in cache and key not in todo:
             todo[key] = [hit.text[start:end] for start, end in _sentences(hit.text)]
@@ -239,6 +244,7 @@ def extractive_answer(
     import numpy as np
 
     cache = {} if cache is None else cache
+    hits = _quotable(hits)
     prime_sentences(hits, embedder, cache)
     candidates: list[tuple[Hit, str]] = []
     blocks = []

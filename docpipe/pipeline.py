@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Union
 
 from docpipe.answer import Answer, extractive_answer, generative_answer
 from docpipe.document import Document, Page, PageStatus, Passage
-from docpipe.metrics import emit as emit_metric
 from docpipe.errors import (
     ConfigError,
     EmptyFileError,
@@ -24,6 +23,7 @@ from docpipe.errors import (
     PasswordRequiredError,
     WrongPasswordError,
 )
+from docpipe.metrics import emit as emit_metric
 from docpipe.retrieve import Hit, SearchIndex, fit_budget
 from docpipe.settings import Settings, load_settings
 from docpipe.store import Store, sha256_hex
@@ -451,14 +451,11 @@ class DocPipe:
         if engine is None:
             from docpipe.answer import prime_sentences
 
-            prime_sentences(
-                [h for hits in contexts for h in hits if h.role != "definition"], self.embedder, index.sentence_cache
-            )
+            prime_sentences([h for hits in contexts for h in hits], self.embedder, index.sentence_cache)
             return [
                 self._stamp(extractive_answer(
                     q,
-                    # Definitions help a model read a clause; quoted alone they answer nothing.
-                    [h for h in hits if h.role != "definition"],
+                    hits,
                     index.doc,
                     self.embedder,
                     sentences=self.settings.engine.extractive_sentences,
@@ -484,15 +481,26 @@ class DocPipe:
             emit_metric("answer_cache", hits=len(answers) - len(todo), misses=len(todo))
         results = engine.generate([requests[i] for i in todo]) if todo else []
         for i, result in zip(todo, results):
-            answer = generative_answer(
-                questions[i], result, contexts[i], index.doc,
-                engine=engine.name, model=engine.model, fingerprint=self.fingerprint,
+            answers[i] = self._finish(
+                questions[i], result, contexts[i], requests[i], keys[i], index.doc, use_cache=use_cache
             )
-            answer.thinking_enabled = requests[i].thinking
-            answers[i] = self._stamp(answer, index.doc)
-            if use_cache and not result.error:
-                self._cache_call("put", keys[i], answer.to_dict())
         return answers  # type: ignore[return-value]
+
+    def _finish(
+        self, question: str, result, hits: list[Hit], request, key: str, doc: Document, *, use_cache: bool
+    ) -> Answer:
+        """Returns the checked, stamped answer for one engine result, cached unless the engine failed
+        (`ask_many` and `ask_stream` both end here)."""
+        engine = self.engine
+        assert engine is not None
+        answer = generative_answer(
+            question, result, hits, doc, engine=engine.name, model=engine.model, fingerprint=self.fingerprint
+        )
+        answer.thinking_enabled = request.thinking
+        answer = self._stamp(answer, doc)
+        if use_cache and not result.error:
+            self._cache_call("put", key, answer.to_dict())
+        return answer
 
     def analyze(
         self,

@@ -23,7 +23,8 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from docpipe.answer import Answer, generative_answer
+from docpipe.answer import Answer
+from docpipe.engine.base import StreamTrim
 from docpipe.errors import ConfigError, DocpipeError, EngineError
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ def ask_stream(
 
     logger.debug("streaming an answer from %s (%s)", streamer.name, streamer.model)
     result: GenerationResult | None = None
-    trims = {"thinking": _Trim(), "answer": _Trim()}
+    trims = {"thinking": StreamTrim(), "answer": StreamTrim()}
     events = _run_async_iterator(streamer.stream(request))
     try:
         for event in events:
@@ -140,38 +141,7 @@ def ask_stream(
             engine=streamer.name,
             model=streamer.model,
         )
-    answer = generative_answer(
-        question, result, hits, index.doc, engine=engine.name, model=engine.model, fingerprint=dp.fingerprint
-    )
-    answer.thinking_enabled = request.thinking
-    answer = dp._stamp(answer, index.doc)
-    if use_cache and not result.error:
-        dp._cache_call("put", key, answer.to_dict())
-    yield AnswerEvent("done", answer=answer)
-
-
-class _Trim:
-    """Drops leading whitespace and holds back trailing whitespace, so the pieces join to a stripped text,
-    as the engines strip the final answer and thinking."""
-
-    __slots__ = ("pending", "started")
-
-    def __init__(self) -> None:
-        self.started = False
-        self.pending = ""
-
-    def push(self, piece: str) -> str:
-        if not self.started:
-            piece = piece.lstrip()
-            if not piece:
-                return ""
-            self.started = True
-        body = piece.rstrip()
-        if not body:
-            self.pending += piece
-            return ""
-        out, self.pending = self.pending + body, piece[len(body) :]
-        return out
+    yield AnswerEvent("done", answer=dp._finish(question, result, hits, request, key, index.doc, use_cache=use_cache))
 
 
 class _SharedLoop:

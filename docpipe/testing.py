@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["QWEN3_CHAT_TEMPLATE", "build_tiny_qwen3"]
+__all__ = ["QWEN3_CHAT_TEMPLATE", "build_tiny_qwen3", "wait_until_up"]
 
 # Qwen3's chat template, reduced to what docpipe sends (system + user turns, no tools): with
 # enable_thinking=False it closes an empty think block so the model answers directly.
@@ -91,3 +91,29 @@ def build_tiny_qwen3(folder: Path, *, seed: int = 0, vocab_size: int = 1024) -> 
     generation = {"eos_token_id": config.eos_token_id, "pad_token_id": config.pad_token_id}
     (folder / "generation_config.json").write_text(json.dumps(generation))
     return folder
+
+
+def wait_until_up(process, health_url: str, *, timeout_s: float, log: Path, what: str, poll_s: float = 0.5) -> float:
+    """Returns the seconds until `health_url` answered 200, for a server started as `process` that writes `log`.
+
+    Raises RuntimeError, with the end of the log, when the process exits first or `timeout_s` passes.
+    """
+    import time
+
+    import httpx
+
+    def tail() -> str:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-40:]) if log.exists() else ""
+
+    start = time.monotonic()
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode}:\n{tail()}")
+        if time.monotonic() - start > timeout_s:
+            raise RuntimeError(f"{what} was not up within {timeout_s} s:\n{tail()}")
+        try:
+            if httpx.get(health_url, timeout=2).status_code == 200:
+                return time.monotonic() - start
+        except httpx.TransportError:
+            pass
+        time.sleep(poll_s)

@@ -21,12 +21,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from docpipe.engine.base import AsyncEngine, Engine, GenerationRequest, SamplingParams, StreamEvent
 from docpipe.engine.openai import OpenAIEngine
 from docpipe.errors import ConfigError, EngineError, EngineUnavailableError
+from docpipe.testing import wait_until_up
 
 # A hang is a failure here, and a quick one: no test (server start included) needs more than a few minutes.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -102,17 +102,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         )
     running = Server(f"http://127.0.0.1:{port}", process, log, 0.0)
     try:
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the vLLM server exited with {process.returncode}:\n{running.log_tail()}")
-            if time.perf_counter() - start > STARTUP_S:
-                pytest.fail(f"the vLLM server was not up within {STARTUP_S} s:\n{running.log_tail()}")
-            try:
-                if httpx.get(f"{running.url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
+        wait_until_up(process, f"{running.url}/health", timeout_s=STARTUP_S, log=log, what="the vLLM server")
         running.start_s = time.perf_counter() - start
         yield running
     finally:
@@ -337,9 +327,10 @@ def test_think_block_in_the_content_is_split_out() -> None:
 def test_streamed_think_tags_are_split_even_when_cut_between_chunks(
     chunks: list[str], thinking_request: bool, expected: tuple[str, str]
 ) -> None:
-    from docpipe.engine.openai import _ThinkSplitter, _Trim
+    from docpipe.engine.base import StreamTrim
+    from docpipe.engine.openai import _ThinkSplitter
 
-    splitter, trims = _ThinkSplitter(hold=thinking_request), {"thinking": _Trim(), "answer": _Trim()}
+    splitter, trims = _ThinkSplitter(hold=thinking_request), {"thinking": StreamTrim(), "answer": StreamTrim()}
     pieces = [item for chunk in chunks for item in splitter.feed(chunk)] + splitter.flush()
     joined = {kind: "".join(trims[kind].push(text) for k, text in pieces if k == kind) for kind in trims}
     assert (joined["answer"], joined["thinking"]) == expected

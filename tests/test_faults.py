@@ -21,8 +21,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from test_server import QUESTION, ask, assert_error, free_port, server_env, serving, upload
+
+from docpipe.testing import wait_until_up
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
@@ -174,16 +175,7 @@ def _vllm_server(root: Path, model_dir: Path, port: int, log_name: str) -> Itera
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root,
                                    start_new_session=True)
     try:
-        start = time.monotonic()
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"vLLM exited with {process.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
-            if time.monotonic() - start > VLLM_STARTUP_S:
-                pytest.fail(f"vLLM was not up within {VLLM_STARTUP_S} s:\n{log.read_text(errors='replace')[-3000:]}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.5)
+        wait_until_up(process, f"http://127.0.0.1:{port}/health", timeout_s=VLLM_STARTUP_S, log=log, what="vLLM")
         yield process
     finally:
         _kill_group(process)

@@ -29,6 +29,7 @@ import httpx
 import pytest
 
 from docpipe.engine.base import PRIORITY_ANALYSIS, PRIORITY_INTERACTIVE, GenerationRequest, GenerationResult
+from docpipe.testing import wait_until_up
 
 QUESTION = "What is the notice period for termination for convenience?"
 TOKEN = "test-token-0123456789abcdef"
@@ -115,18 +116,9 @@ def serving(
         )
     served = Served(f"http://127.0.0.1:{port}", home, process, log, token, list(args))
     try:
-        start = time.monotonic()
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"docpipe serve exited with {process.returncode}:\n{served.log_tail()}")
-            if time.monotonic() - start > STARTUP_S:
-                pytest.fail(f"docpipe serve was not up within {STARTUP_S} s:\n{served.log_tail()}")
-            try:
-                if httpx.get(f"{served.url}/v1/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
+        wait_until_up(
+            process, f"{served.url}/v1/health", timeout_s=STARTUP_S, log=log, what="docpipe serve", poll_s=0.2
+        )
         yield served
     finally:
         served.stop()

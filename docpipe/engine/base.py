@@ -24,6 +24,7 @@ __all__ = [
     "GenerationResult",
     "SamplingParams",
     "StreamEvent",
+    "StreamTrim",
     "split_thinking",
 ]
 
@@ -190,3 +191,30 @@ def split_thinking(raw: str, *, opened: bool = False) -> tuple[str, str | None, 
 def _untag(answer: str) -> str:
     # A model may emit further think tags after the block: they are never answer text.
     return _TAG.sub("", answer).strip()
+
+
+@dataclass(slots=True)
+class StreamTrim:
+    """Returns streamed text pieces with leading whitespace dropped and trailing whitespace held back, so the
+    pieces join to the stripped text the engines give as the final answer or thinking.
+
+    >>> trim = StreamTrim()
+    >>> [trim.push(p) for p in ["  ", "Ninety", " ", "days. "]]
+    ['', 'Ninety', '', ' days.']
+    """
+
+    started: bool = False
+    pending: str = ""
+
+    def push(self, piece: str) -> str:
+        if not self.started:
+            piece = piece.lstrip()
+            if not piece:
+                return ""
+            self.started = True
+        body = piece.rstrip()
+        if not body:
+            self.pending += piece
+            return ""
+        out, self.pending = self.pending + body, piece[len(body) :]
+        return out

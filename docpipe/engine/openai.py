@@ -42,7 +42,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from docpipe.engine.base import FinishReason, GenerationRequest, GenerationResult, StreamEvent, split_thinking
+from docpipe.engine.base import (
+    FinishReason,
+    GenerationRequest,
+    GenerationResult,
+    StreamEvent,
+    StreamTrim,
+    split_thinking,
+)
 from docpipe.errors import ConfigError, DependencyError, EngineError, EngineUnavailableError
 
 try:
@@ -329,7 +336,7 @@ class OpenAIEngine:
     async def _stream(self, request: GenerationRequest) -> AsyncIterator[StreamEvent]:
         start = time.perf_counter()
         budget = request.max_thinking_tokens if request.thinking else None
-        trims = {"thinking": _Trim(), "answer": _Trim()}
+        trims = {"thinking": StreamTrim(), "answer": StreamTrim()}
         pieces: dict[str, list[str]] = {"thinking": [], "answer": []}
         first_token_s: float | None = None
         rounds: list[_Round] = []
@@ -668,27 +675,6 @@ def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> Non
 
 
 # -- streaming helpers ------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Trim:
-    """Drops leading whitespace and holds back trailing whitespace, so the pieces join to a stripped text."""
-
-    started: bool = False
-    pending: str = ""
-
-    def push(self, piece: str) -> str:
-        if not self.started:
-            piece = piece.lstrip()
-            if not piece:
-                return ""
-            self.started = True
-        body = piece.rstrip()
-        if not body:
-            self.pending += piece
-            return ""
-        out, self.pending = self.pending + body, piece[len(body) :]
-        return out
 
 
 @dataclass(slots=True)
