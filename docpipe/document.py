@@ -107,6 +107,9 @@ class Document:
     fingerprint: str = ""
     # PBKDF2 of the password that opened an encrypted PDF: stored text is only handed out with it.
     password_check: str | None = field(default=None, repr=False)
+    # The matter this view of the document belongs to (a shared server keeps matters apart): part of every
+    # answer-cache key made for it. Not stored: the content-addressed store is the same for every matter.
+    matter: str | None = None
 
     @property
     def encrypted(self) -> bool:

@@ -16,6 +16,7 @@ The tree::
     │   └── ExtractionTimeoutError(TimeoutError)  over the per-document time bound
     ├── EngineError(RuntimeError)          the answer engine failed (start-up, a batch)
     │   └── EngineUnavailableError(ConnectionError)  a model server cannot be reached
+    ├── BusyError                          every slot for the work is taken; try again later
     ├── DependencyError(ImportError)       an optional package is missing
     └── StoreError(OSError)                the on-disk store cannot be written
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "BusyError",
     "ConfigError",
     "DependencyError",
     "DocpipeError",
@@ -118,6 +120,10 @@ class EngineError(DocpipeError, RuntimeError):
 
 class EngineUnavailableError(EngineError, ConnectionError):
     """The language model server cannot be reached, or keeps failing, after the retries."""
+
+
+class BusyError(DocpipeError):
+    """Every slot for the work is taken and none came free in time (``retry_after_s`` says when to retry)."""
 
 
 class DependencyError(DocpipeError, ImportError):

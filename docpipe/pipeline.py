@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Union
 from docpipe.answer import Answer, extractive_answer, generative_answer
 from docpipe.document import Document, Page, PageStatus, Passage
 from docpipe.errors import (
+    BusyError,
     ConfigError,
     EmptyFileError,
     FileMissingError,
@@ -123,6 +126,9 @@ class DocPipe:
         self._cache = None
         # Lazy parts are created once even when several threads (UI users, API callers) arrive together.
         self._init_lock = threading.RLock()
+        # One limit on concurrent extractions for every caller of this object (API, workbench, CLI): each
+        # runs a worker process; documents already in the store never wait for a slot.
+        self._extract_slots = threading.BoundedSemaphore(max(1, self.settings.extraction.max_concurrent))
         if embedder is not None and self.settings.embedding.model != embedder.name:
             # A custom embedder must not share index entries with the configured one.
             self.settings = self.settings.model_copy(
@@ -158,6 +164,53 @@ class DocPipe:
         doc_id = sha256_hex(data)
         return self._load_or_build(doc_id, data, label, password, progress or (lambda _stage: None)).doc
 
+    def document(
+        self,
+        doc_id: str,
+        *,
+        password: str | None = None,
+        authorized: bool = False,
+        name: str | None = None,
+        matter: str | None = None,
+    ) -> Document | None:
+        """Returns the stored document with this id (None when the store does not hold it), seen under
+        `name` and scoped to `matter` when given: asking through it caches answers per matter and names
+        the document as that matter knows it.
+
+        An encrypted PDF's text needs its `password`, unless `authorized` says the caller checked the
+        right to it already (a server's per-key grant); a wrong or missing password raises as `ingest` does.
+        """
+        if not isinstance(doc_id, str) or len(doc_id) != 64 or doc_id.strip("0123456789abcdef"):
+            return None
+        index = self._loaded.get((doc_id, self.fingerprint)) or self._load_index(doc_id)
+        if index is None:
+            source = self.store.load_source(doc_id)
+            if source is None:
+                return None
+            index = self._load_or_build(doc_id, source, name or "document.pdf", password, lambda _s: None)
+        elif not authorized and index.doc.password_check:
+            source = self.store.load_source(doc_id)
+            self._check_access(index.doc, password, source or b"")
+        self._remember((doc_id, self.fingerprint), index)
+        return replace(index.doc, name=name or index.doc.name, matter=matter)
+
+    def delete_document(self, doc_id: str) -> bool:
+        """Returns True when anything of the document was stored; afterwards nothing is: its PDF, extracted
+        text, indexes and cached answers are gone from the store and the answer cache."""
+        with self._init_lock:
+            for key in [k for k in self._loaded if k[0] == doc_id]:
+                del self._loaded[key]
+        removed = self.forget_answers(doc_id)
+        return self.store.delete_document(doc_id) or bool(removed)
+
+    def forget_answers(self, doc_id: str) -> int:
+        """Returns how many cached answers about the document were removed from the answer cache."""
+        return int(self._cache_call("delete_document", doc_id) or 0)
+
+    def sweep_answers(self, max_age_s: float) -> int:
+        """Returns how many cached answers older than `max_age_s` were removed (a retention policy)."""
+        return int(self._cache_call("sweep", max_age_s) or 0)
+
     def _load_or_build(
         self, doc_id: str, data: bytes, label: str, password: str | None, progress: Progress
     ) -> SearchIndex:
@@ -169,9 +222,29 @@ class DocPipe:
             self._check_access(index.doc, password, data)
             self._remember(key, index)
             return index
-        index = self._build_index(doc_id, data, label, password, progress)
+        with self._extraction_slot(label):
+            index = self._loaded.get(key) or self._load_index(doc_id)  # built while this caller waited?
+            if index is not None:
+                self._check_access(index.doc, password, data)
+            else:
+                index = self._build_index(doc_id, data, label, password, progress)
         self._remember(key, index)
         return index
+
+    @contextlib.contextmanager
+    def _extraction_slot(self, label: str) -> Iterator[None]:
+        wait_s = self.settings.extraction.queue_wait_s
+        if not self._extract_slots.acquire(timeout=wait_s):
+            raise BusyError(
+                f"{label} waits for extraction: {self.settings.extraction.max_concurrent} documents are being "
+                f"extracted already and none finished within {wait_s:g} s; try again in a minute",
+                path=label,
+                retry_after_s=max(5, int(wait_s)),
+            )
+        try:
+            yield
+        finally:
+            self._extract_slots.release()
 
     def _check_access(self, doc: Document, password: str | None, data: bytes) -> None:
         """Hands stored text of a password-protected PDF out only to a caller who can open the PDF."""
@@ -303,7 +376,7 @@ class DocPipe:
             elif source is not None:
                 self._check_access(index.doc, password, source)
             self._remember((doc.id, self.fingerprint), index)
-            return index
+            return _view(index, doc)
         data, label = _read_source(doc, None)
         return self._load_or_build(sha256_hex(data), data, label, password, lambda _s: None)
 
@@ -604,10 +677,20 @@ class DocPipe:
         )
 
     def _cache_key(self, doc: Document, request, question: str, hits: list[Hit]) -> str:
+        from docpipe.audit import model_revision
         from docpipe.cache import cache_key
         from docpipe.prompts import PROMPT_VERSION
 
         engine = self.engine
+        extra = {
+            "fingerprint": self.fingerprint,
+            "sections": [h.section_id for h in hits],
+            # New weights under the same model name must not be served the old weights' answers.
+            "model_revision": model_revision(self.settings.engine, engine.name if engine else None,
+                                             engine.model if engine else None),
+        }
+        if doc.matter is not None:
+            extra["matter"] = doc.matter  # cache hits never cross a matter
         return cache_key(
             document_id=doc.id,
             question=question,
@@ -616,13 +699,11 @@ class DocPipe:
             prompt_version=PROMPT_VERSION,
             sampling={**request.sampling.as_dict(), "max_thinking_tokens": request.max_thinking_tokens},
             engine=engine.name if engine else "",
-            extra={"fingerprint": self.fingerprint, "sections": [h.section_id for h in hits]},
+            extra=extra,
         )
 
     # -- streamed answers (the logic is in docpipe/streaming.py) -------------------------------
     if TYPE_CHECKING:  # for the annotations below only
-        from collections.abc import Iterator
-
         from docpipe.streaming import AnswerEvent
 
     def ask_stream(
@@ -643,6 +724,15 @@ class DocPipe:
         from docpipe.streaming import ask_stream
 
         return ask_stream(self, doc, question, k=k, mode=mode, password=password, use_cache=use_cache)
+
+
+def _view(index: SearchIndex, doc: Document) -> SearchIndex:
+    """Returns `index` seen through `doc`: its display name and matter, the shared index underneath."""
+    if doc.name == index.doc.name and doc.matter == index.doc.matter:
+        return index
+    view = copy.copy(index)
+    view.doc = replace(index.doc, name=doc.name, matter=doc.matter)
+    return view
 
 
 class _Unset:

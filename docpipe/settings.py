@@ -40,6 +40,14 @@ class ExtractionSettings(BaseModel):
         4096, gt=0, description="Address-space cap for the extraction worker (guards against decompression bombs)."
     )
     max_pages: int = Field(5000, gt=0, description="Refuse documents with more pages than this.")
+    max_concurrent: int = Field(
+        2, gt=0, description="Extractions running at once per DocPipe (API and workbench share them); each is a "
+        "worker process. Documents already in the store do not take a slot."
+    )
+    queue_wait_s: float = Field(
+        30.0, gt=0, description="How long an upload waits for an extraction slot before it is refused as busy "
+        "(HTTP 503 with Retry-After)."
+    )
 
 
 class ChunkingSettings(BaseModel):
