@@ -4,6 +4,9 @@ mode, model, prompt version, sampling, engine), so asking again costs a lookup i
 Backends share the `AnswerCache` protocol: `SQLiteCache` (a file under the store, the default),
 `RedisCache` (shared by several machines) and `NullCache` (``--no-cache``). `open_cache` picks one from a
 URL such as ``DOCPIPE_CACHE_URL``. Values are JSON objects, in practice ``Answer.to_dict()``.
+
+Every entry knows its document (and matter, when given), so deleting a document or a matter removes its
+answers, and `sweep` removes entries older than a retention period besides the TTL.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 from docpipe.errors import ConfigError, DependencyError, StoreError
+from docpipe.store import FILE_MODE, make_private_dir, tighten_mode
 
 __all__ = ["DEFAULT_TTL_S", "AnswerCache", "NullCache", "RedisCache", "SQLiteCache", "cache_key", "open_cache"]
 
@@ -79,9 +83,23 @@ class AnswerCache(Protocol):
 
     def get(self, key: str) -> dict[str, Any] | None: ...
 
-    def put(self, key: str, value: dict[str, Any], *, ttl_s: float | None = None) -> None: ...
+    def put(
+        self,
+        key: str,
+        value: dict[str, Any],
+        *,
+        ttl_s: float | None = None,
+        document_id: str | None = None,
+        matter: str | None = None,
+    ) -> None: ...
 
     def delete(self, key: str) -> None: ...
+
+    def delete_document(self, document_id: str, *, matter: str | None = None) -> int: ...
+
+    def delete_matter(self, matter: str) -> int: ...
+
+    def sweep(self, max_age_s: float) -> int: ...
 
     def clear(self) -> None: ...
 
@@ -94,6 +112,19 @@ def _check_ttl(ttl_s: float | None) -> float | None:
     if ttl_s is not None and not ttl_s > 0:
         raise ConfigError(f"cache TTL must be a positive number of seconds, or None for no expiry; got {ttl_s!r}")
     return ttl_s
+
+
+def _check_age(max_age_s: float) -> float:
+    if not max_age_s >= 0:
+        raise ConfigError(f"retention must be zero or more seconds; got {max_age_s!r}")
+    return float(max_age_s)
+
+
+def _document_of(value: dict[str, Any], document_id: str | None) -> str | None:
+    if document_id is not None:
+        return document_id
+    found = value.get("document_id") if isinstance(value, dict) else None
+    return found if isinstance(found, str) else None
 
 
 def _encode(value: dict[str, Any]) -> str:
@@ -125,11 +156,29 @@ class NullCache:
         self._misses += 1
         return None
 
-    def put(self, key: str, value: dict[str, Any], *, ttl_s: float | None = None) -> None:
+    def put(
+        self,
+        key: str,
+        value: dict[str, Any],
+        *,
+        ttl_s: float | None = None,
+        document_id: str | None = None,
+        matter: str | None = None,
+    ) -> None:
         pass
 
     def delete(self, key: str) -> None:
         pass
+
+    def delete_document(self, document_id: str, *, matter: str | None = None) -> int:
+        return 0
+
+    def delete_matter(self, matter: str) -> int:
+        return 0
+
+    def sweep(self, max_age_s: float) -> int:
+        _check_age(max_age_s)
+        return 0
 
     def clear(self) -> None:
         pass
@@ -147,7 +196,9 @@ class SQLiteCache:
     `ttl_s` is the default lifetime of an entry (None: no expiry); `now` is the clock, injectable for tests.
     Expired entries are never returned and are purged lazily. A file that is not a readable database is
     moved aside to ``<path>.corrupt-<timestamp>`` and a fresh cache is started. Hit and miss counts in
-    `stats()` are this object's own; `entries` counts live rows in the file.
+    `stats()` are this object's own; `entries` counts live rows in the file. The file and its -wal/-shm
+    sidecars are 0600. Each row carries its document id and matter; a file written by an older docpipe
+    (schema version 0) gains those columns on first open, filled from the stored answers.
 
     >>> import tempfile; cache = SQLiteCache(Path(tempfile.mkdtemp()) / "answers.sqlite")
     >>> cache.put("k", {"text": "42"}); cache.get("k")
@@ -155,6 +206,7 @@ class SQLiteCache:
     """
 
     _PURGE_EVERY = 256
+    _SCHEMA = 2  # PRAGMA user_version: 0 = before document_id and matter columns
 
     def __init__(
         self,
@@ -177,7 +229,7 @@ class SQLiteCache:
 
     def _open(self) -> sqlite3.Connection:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dir(self.path.parent)
         except OSError as exc:
             raise self._error("cannot create the folder for", exc) from exc
         try:
@@ -213,6 +265,7 @@ class SQLiteCache:
                 time.sleep(0.02)
 
     def _connect(self) -> sqlite3.Connection:
+        self._make_private()
         conn = sqlite3.connect(
             self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
         )
@@ -220,15 +273,65 @@ class SQLiteCache:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")  # safe with WAL; a crash may lose the last puts only
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS answers "
-                "(key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL, expires REAL)"
-            )
+            if conn.execute("PRAGMA user_version").fetchone()[0] < self._SCHEMA:
+                self._migrate(conn)
             conn.execute("DELETE FROM answers WHERE expires IS NOT NULL AND expires <= ?", (self._now(),))
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _make_private(self) -> None:
+        """Creates the file 0600 before SQLite does (SQLite gives its -wal and -shm files the database
+        file's mode); tightens files an older docpipe left readable by others."""
+        try:
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, FILE_MODE))
+        except FileExistsError:
+            pass
+        for suffix in ("", "-wal", "-shm"):
+            if tighten_mode(Path(f"{self.path}{suffix}"), FILE_MODE):
+                logger.warning("answer cache file %s%s was readable by others; made it private (0600)",
+                               self.path, suffix)
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        """Brings the file to the current schema; one process does it while others wait on the lock."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
+                "created REAL NOT NULL, expires REAL, document_id TEXT, matter TEXT)"
+            )
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(answers)")}
+            for column in ("document_id", "matter"):
+                if column not in columns:
+                    conn.execute(f"ALTER TABLE answers ADD COLUMN {column} TEXT")
+            if "document_id" not in columns:
+                rows = conn.execute("SELECT key, value FROM answers").fetchall()
+                filled = [(doc, key) for key, doc in self._documents_of(rows)]
+                conn.executemany("UPDATE answers SET document_id = ? WHERE key = ?", filled)
+                logger.info("answer cache %s: added document ids to %d entries", self.path, len(filled))
+            conn.execute("CREATE INDEX IF NOT EXISTS answers_document ON answers (document_id)")
+            conn.execute("CREATE INDEX IF NOT EXISTS answers_matter ON answers (matter)")
+            conn.execute("CREATE INDEX IF NOT EXISTS answers_created ON answers (created)")
+            conn.execute(f"PRAGMA user_version = {self._SCHEMA}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _documents_of(rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Returns (key, document id) of the rows whose stored answer names its document."""
+        found = []
+        for key, raw in rows:
+            try:
+                doc = _document_of(json.loads(raw), None)
+            except ValueError:
+                continue
+            if doc is not None:
+                found.append((key, doc))
+        return found
 
     def _error(self, what: str, exc: BaseException) -> StoreError:
         return StoreError(
@@ -247,14 +350,16 @@ class SQLiteCache:
             self._pid = os.getpid()
         return self._conn
 
-    def _write(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+    def _write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        """Returns the number of rows the statement changed."""
         conn = self._connection()
         with self._lock:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    conn.execute(sql, params)
+                    changed = conn.execute(sql, params).rowcount
                     conn.execute("COMMIT")
+                    return changed
                 except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
@@ -286,21 +391,61 @@ class SQLiteCache:
             self._write("DELETE FROM answers WHERE key = ? AND value = ?", (key, row[0]))
         return value
 
-    def put(self, key: str, value: dict[str, Any], *, ttl_s: float | None = None) -> None:
-        """Returns nothing; keeps `value` under `key` for `ttl_s` seconds (default: the cache's TTL)."""
+    def put(
+        self,
+        key: str,
+        value: dict[str, Any],
+        *,
+        ttl_s: float | None = None,
+        document_id: str | None = None,
+        matter: str | None = None,
+    ) -> None:
+        """Keeps `value` under `key` for `ttl_s` seconds (default: the cache's TTL), filed under its
+        document (`document_id`, else ``value["document_id"]``) and `matter` for deletion."""
         ttl = _check_ttl(ttl_s) if ttl_s is not None else self.ttl_s
         now = self._now()
         self._write(
-            "INSERT OR REPLACE INTO answers (key, value, created, expires) VALUES (?, ?, ?, ?)",
-            (key, _encode(value), now, None if ttl is None else now + ttl),
+            "INSERT OR REPLACE INTO answers (key, value, created, expires, document_id, matter) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (key, _encode(value), now, None if ttl is None else now + ttl, _document_of(value, document_id),
+             matter),
         )
         self._puts += 1
         if self._puts % self._PURGE_EVERY == 0:
             self._write("DELETE FROM answers WHERE expires IS NOT NULL AND expires <= ?", (now,))
 
     def delete(self, key: str) -> None:
-        """Returns nothing; removes `key` if present."""
+        """Removes `key` if present."""
         self._write("DELETE FROM answers WHERE key = ?", (key,))
+
+    def delete_document(self, document_id: str, *, matter: str | None = None) -> int:
+        """Returns how many entries of the document (in `matter` only, when given) it removed."""
+        if matter is not None:
+            return self._write("DELETE FROM answers WHERE document_id = ? AND matter = ?", (document_id, matter))
+        removed = self._write("DELETE FROM answers WHERE document_id = ?", (document_id,))
+        # Rows an older docpipe wrote into the migrated file carry no document id: look inside them.
+        conn = self._connection()
+        with self._lock:
+            try:
+                rows = conn.execute("SELECT key, value FROM answers WHERE document_id IS NULL").fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise self._error("cannot read", exc) from exc
+        for key, doc in self._documents_of(rows):
+            if doc == document_id:
+                removed += self._write("DELETE FROM answers WHERE key = ? AND document_id IS NULL", (key,))
+        return removed
+
+    def delete_matter(self, matter: str) -> int:
+        """Returns how many entries put with this `matter` it removed."""
+        return self._write("DELETE FROM answers WHERE matter = ?", (matter,))
+
+    def sweep(self, max_age_s: float) -> int:
+        """Returns how many entries put more than `max_age_s` seconds ago (or already expired) it removed."""
+        now = self._now()
+        return self._write(
+            "DELETE FROM answers WHERE created < ? OR (expires IS NOT NULL AND expires <= ?)",
+            (now - _check_age(max_age_s), now),
+        )
 
     def clear(self) -> None:
         """Returns nothing; removes every entry."""
@@ -338,11 +483,64 @@ def _glob_escape(text: str) -> str:
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
+# KEYS: entry, created zset, index sets; ARGV: value ('' keeps the stored one), lifetime in ms ('' for
+# none), cache key, creation time. A set lives as long as its longest-lived entry.
+_PUT = """
+local ms = tonumber(ARGV[2])
+if ARGV[1] ~= '' then
+  if ms then redis.call('SET', KEYS[1], ARGV[1], 'PX', ms) else redis.call('SET', KEYS[1], ARGV[1]) end
+end
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
+for i = 3, #KEYS do
+  local existed = redis.call('EXISTS', KEYS[i]) == 1
+  redis.call('SADD', KEYS[i], ARGV[3])
+  if not ms then
+    redis.call('PERSIST', KEYS[i])
+  elseif not existed then
+    redis.call('PEXPIRE', KEYS[i], ms)
+  else
+    local left = redis.call('PTTL', KEYS[i])
+    if left >= 0 and left < ms then redis.call('PEXPIRE', KEYS[i], ms) end
+  end
+end
+return 1
+"""
+
+# KEYS: one index set (or two: their intersection), created zset; ARGV: entry prefix. Returns entries removed.
+_DELETE_INDEXED = """
+local members
+if #KEYS == 3 then members = redis.call('SINTER', KEYS[1], KEYS[2]) else members = redis.call('SMEMBERS', KEYS[1]) end
+local removed = 0
+for _, m in ipairs(members) do
+  removed = removed + redis.call('DEL', ARGV[1] .. m)
+  redis.call('ZREM', KEYS[#KEYS], m)
+  for i = 1, #KEYS - 1 do redis.call('SREM', KEYS[i], m) end
+end
+return removed
+"""
+
+# KEYS: created zset; ARGV: entry prefix, cutoff, batch size. Returns {entries removed, members seen}.
+_SWEEP = """
+local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+local removed = 0
+for _, m in ipairs(members) do
+  removed = removed + redis.call('DEL', ARGV[1] .. m)
+  redis.call('ZREM', KEYS[1], m)
+end
+return {removed, #members}
+"""
+
+
 class RedisCache:
     """Returns cached answers from a Redis server, under keys ``<prefix><cache key>`` with SET's expiry.
 
     Connection problems raise `StoreError` after at most about `timeout_s` per attempt (one retry).
-    Hit and miss counts in `stats()` are this object's own; `entries` counts keys under the prefix.
+    Hit and miss counts in `stats()` are this object's own; `entries` counts answers under the prefix.
+    For deletion and retention, ``<prefix>index:doc:<id>`` and ``<prefix>index:matter:<name>`` are sets of
+    the cache keys of a document or matter (expiring with their longest-lived entry) and
+    ``<prefix>index:created`` a sorted set of keys by creation time; entries an older docpipe wrote are
+    indexed when a cache is first opened (``<prefix>index:version`` records that). Cache keys never start
+    with ``index:`` (`cache_key` gives hex).
 
     >>> cache = RedisCache("redis://127.0.0.1:6379/0")  # doctest: +SKIP
     >>> cache.put("k", {"text": "42"}); cache.get("k")  # doctest: +SKIP
@@ -356,6 +554,7 @@ class RedisCache:
         ttl_s: float | None = DEFAULT_TTL_S,
         prefix: str = "docpipe:answer:",
         timeout_s: float = 2.0,
+        now: Callable[[], float] = time.time,
     ) -> None:
         try:
             import redis
@@ -370,6 +569,8 @@ class RedisCache:
         self.url = _redact(url)
         self.ttl_s = _check_ttl(ttl_s)
         self.prefix = prefix
+        self._index = f"{prefix}index:"
+        self._now = now
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self._hits = self._misses = 0
         try:
@@ -382,6 +583,11 @@ class RedisCache:
         except ValueError as exc:
             raise ConfigError(f"bad Redis cache URL {self.url}: {exc}", url=self.url) from exc
         self._call(self._client.ping)
+        self._put_script = self._client.register_script(_PUT)
+        self._delete_script = self._client.register_script(_DELETE_INDEXED)
+        self._sweep_script = self._client.register_script(_SWEEP)
+        if not self._call(self._client.exists, f"{self._index}version"):
+            self._index_existing()
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
@@ -406,28 +612,101 @@ class RedisCache:
         self._hits += 1
         return value
 
-    def put(self, key: str, value: dict[str, Any], *, ttl_s: float | None = None) -> None:
-        """Returns nothing; keeps `value` under `key` for `ttl_s` seconds (default: the cache's TTL)."""
+    def put(
+        self,
+        key: str,
+        value: dict[str, Any],
+        *,
+        ttl_s: float | None = None,
+        document_id: str | None = None,
+        matter: str | None = None,
+    ) -> None:
+        """Keeps `value` under `key` for `ttl_s` seconds (default: the cache's TTL), filed under its
+        document (`document_id`, else ``value["document_id"]``) and `matter` for deletion."""
         ttl = _check_ttl(ttl_s) if ttl_s is not None else self.ttl_s
-        expiry_ms = None if ttl is None else max(1, round(ttl * 1000))
-        self._call(self._client.set, self.prefix + key, _encode(value).encode("utf-8"), px=expiry_ms)
+        self._file(key, _encode(value), ttl, _document_of(value, document_id), matter, self._now())
+
+    def _file(
+        self, key: str, raw: str, ttl: float | None, document_id: str | None, matter: str | None, created: float
+    ) -> None:
+        sets = [f"{self._index}doc:{document_id}"] if document_id is not None else []
+        if matter is not None:
+            sets.append(f"{self._index}matter:{matter}")
+        lifetime = "" if ttl is None else str(max(1, round(ttl * 1000)))
+        self._call(
+            self._put_script,
+            keys=[self.prefix + key, f"{self._index}created", *sets],
+            args=[raw.encode("utf-8") if raw else b"", lifetime, key, repr(created)],
+        )
+
+    def _index_existing(self) -> None:
+        """Files the entries an older docpipe wrote (without index) under their documents."""
+        keys = self._keys()
+        now = self._now()
+        for start in range(0, len(keys), 500):
+            batch = keys[start : start + 500]
+            pipe = self._client.pipeline(transaction=False)
+            for name in batch:
+                pipe.get(name)
+                pipe.pttl(name)
+            replies = self._call(pipe.execute)
+            for name, raw, left in zip(batch, replies[::2], replies[1::2]):
+                value = None if raw is None else _decode(raw, name.decode(errors="replace"))
+                document_id = _document_of(value, None) if value is not None else None
+                if document_id is None:
+                    continue
+                ttl = left / 1000 if left and left > 0 else None
+                age = max(0.0, self.ttl_s - ttl) if self.ttl_s is not None and ttl is not None else 0.0
+                self._file(name.decode()[len(self.prefix) :], "", ttl, document_id, None, now - age)
+        self._call(self._client.set, f"{self._index}version", b"1")
+        if keys:
+            logger.info("answer cache %s: indexed %d entries by document", self.url, len(keys))
 
     def delete(self, key: str) -> None:
-        """Returns nothing; removes `key` if present."""
+        """Removes `key` if present."""
         self._call(self._client.delete, self.prefix + key)
 
-    def _keys(self) -> list[bytes]:
+    def delete_document(self, document_id: str, *, matter: str | None = None) -> int:
+        """Returns how many entries of the document (in `matter` only, when given) it removed."""
+        sets = [f"{self._index}doc:{document_id}"]
+        if matter is not None:
+            sets.append(f"{self._index}matter:{matter}")
+        return int(self._call(self._delete_script, keys=[*sets, f"{self._index}created"], args=[self.prefix]))
+
+    def delete_matter(self, matter: str) -> int:
+        """Returns how many entries put with this `matter` it removed."""
+        keys = [f"{self._index}matter:{matter}", f"{self._index}created"]
+        return int(self._call(self._delete_script, keys=keys, args=[self.prefix]))
+
+    def sweep(self, max_age_s: float, *, batch: int = 500) -> int:
+        """Returns how many entries put more than `max_age_s` seconds ago it removed (in batches, each
+        atomic, so Redis is never blocked for long)."""
+        cutoff = repr(self._now() - _check_age(max_age_s))
+        removed = 0
+        while True:
+            gone, seen = self._call(
+                self._sweep_script, keys=[f"{self._index}created"], args=[self.prefix, cutoff, batch]
+            )
+            removed += int(gone)
+            if int(seen) < batch:
+                return removed
+
+    def _keys(self, *, with_index: bool = False) -> list[bytes]:
         pattern = _glob_escape(self.prefix) + "*"
-        return self._call(lambda: list(self._client.scan_iter(match=pattern, count=500)))
+        keys = self._call(lambda: list(self._client.scan_iter(match=pattern, count=500)))
+        if with_index:
+            return keys
+        index = self._index.encode("utf-8")
+        return [k for k in keys if not k.startswith(index)]
 
     def clear(self) -> None:
-        """Returns nothing; removes the keys under this cache's prefix only (SCAN, never FLUSHDB)."""
-        keys = self._keys()
+        """Removes the keys under this cache's prefix only (SCAN, never FLUSHDB), its index included."""
+        keys = self._keys(with_index=True)
         for start in range(0, len(keys), 500):
             self._call(self._client.delete, *keys[start : start + 500])
 
     def stats(self) -> dict[str, int]:
-        """Returns this object's hits and misses, and the number of keys under the prefix."""
+        """Returns this object's hits and misses, and the number of answers under the prefix."""
         return {"hits": self._hits, "misses": self._misses, "entries": len(self._keys())}
 
     def close(self) -> None:

@@ -7,6 +7,10 @@ Layout::
     <home>/docs/<doc id>/source.pdf
     <home>/docs/<doc id>/extract-<extractor>.json
     <home>/docs/<doc id>/index-<fingerprint>/{manifest.json, document.json, passages.json, dense.faiss}
+
+The store holds contract text, so it is private to its owner: the root and every folder docpipe creates are
+0700, every file 0600, whatever the umask. A document is deleted by renaming its folder to a tombstone
+(``docs/.<doc id>.deleted-<random>``) and then removing that, so a reader sees the whole folder or none.
 """
 
 from __future__ import annotations
@@ -16,17 +20,25 @@ import json
 import logging
 import os
 import shutil
+import re
+import stat
+import sys
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
 from docpipe.errors import StoreError
 
-__all__ = ["Store", "atomic_write", "sha256_hex"]
+__all__ = ["Store", "atomic_write", "make_private_dir", "private_umask", "sha256_hex", "tighten_mode"]
 
 logger = logging.getLogger(__name__)
 
 _FORMAT = 1
+_DOC_ID = re.compile(r"[0-9a-f]{64}")
+_TOMBSTONE = ".deleted-"
+DIR_MODE = 0o700
+FILE_MODE = 0o600
 
 
 def sha256_hex(data: bytes) -> str:
@@ -34,9 +46,57 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def private_umask() -> int:
+    """Sets the process umask to 077 (new files and folders private to the owner); returns the old one,
+    for a caller that wants to restore it.
+
+    >>> old = private_umask(); os.umask(old) == 0o077
+    True
+    """
+    return os.umask(0o077)
+
+
+def make_private_dir(path: Path) -> None:
+    """Creates `path` and any missing parents, each 0700 whatever the umask; folders that exist are left
+    as they are."""
+    missing: list[Path] = []
+    folder = Path(path)
+    while not folder.is_dir() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            if not folder.is_dir():
+                raise
+            continue  # another process created it: its creator set the mode
+        os.chmod(folder, DIR_MODE)  # mkdir's mode passes through the umask; chmod does not
+
+
+def tighten_mode(path: Path, mode: int) -> bool:
+    """Returns True when `path` (owned by this user) had more permissions than `mode` and now has `mode`.
+    Paths of other owners and missing paths are left alone (False)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return False
+    if info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & ~mode == 0:
+        return False
+    os.chmod(path, mode)
+    return True
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
-    """Writes `data` to `path` so that readers see the old file or the whole new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Writes `data` to `path` so that readers see the old file or the whole new one, never a part.
+    The file is 0600 and any folder it needs is created 0700."""
+    make_private_dir(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -60,16 +120,64 @@ class Store:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         try:
-            (self.root / "docs").mkdir(parents=True, exist_ok=True)
+            make_private_dir(self.root / "docs")
+            for folder in (self.root, self.root / "docs"):
+                if tighten_mode(folder, DIR_MODE):
+                    logger.warning("store folder %s was open to other users; made it private (0700)", folder)
         except OSError as exc:
             raise StoreError(
                 f"cannot create the docpipe store at {self.root} ({exc.strerror}): "
                 "set DOCPIPE_HOME to a writable folder",
                 path=str(self.root),
             ) from exc
+        mode = stat.S_IMODE(self.root.stat().st_mode)
+        if mode & 0o077:
+            logger.warning(
+                "store folder %s belongs to another user and is open to others (mode %o): its owner should "
+                "run chmod 700 on it, or set DOCPIPE_HOME to a folder of your own", self.root, mode
+            )
 
     def doc_dir(self, doc_id: str) -> Path:
         return self.root / "docs" / doc_id
+
+    # -- listing and deletion --------------------------------------------------------------
+    def document_ids(self) -> list[str]:
+        """Returns the ids of the documents the store holds anything of, sorted."""
+        try:
+            names = os.listdir(self.root / "docs")
+        except FileNotFoundError:
+            return []
+        return sorted(n for n in names if _DOC_ID.fullmatch(n) and (self.root / "docs" / n).is_dir())
+
+    def delete_document(self, doc_id: str) -> bool:
+        """Returns True when the store held anything of the document; afterwards it holds nothing: source,
+        extractions and every index entry are gone. Readers see the whole folder or none: it is renamed to
+        a tombstone first, then removed. An id that is not a SHA-256 hex names nothing (False)."""
+        if not isinstance(doc_id, str) or not _DOC_ID.fullmatch(doc_id):
+            return False
+        folder = self.doc_dir(doc_id)
+        tomb = folder.with_name(f".{doc_id}{_TOMBSTONE}{uuid.uuid4().hex}")
+        try:
+            os.rename(folder, tomb)
+        except FileNotFoundError:
+            found = False
+        except OSError as exc:
+            raise StoreError(
+                f"cannot delete document {doc_id} from the store ({exc.strerror}): make the store folder "
+                "writable by the user docpipe runs as, then delete again",
+                path=str(folder),
+            ) from exc
+        else:
+            found = True
+        self._remove_tombstones()
+        return found
+
+    def _remove_tombstones(self) -> None:
+        """Removes every tombstone folder, also those a crashed deletion left behind."""
+        docs = self.root / "docs"
+        for name in os.listdir(docs):
+            if name.startswith(".") and _TOMBSTONE in name:
+                _rmtree(docs / name)
 
     # -- source and extraction -------------------------------------------------------------
     def save_source(self, doc_id: str, data: bytes) -> None:
@@ -144,13 +252,13 @@ class Store:
     def save_index(self, doc_id: str, fingerprint: str, files: dict[str, bytes], meta: dict[str, Any]) -> None:
         """Publishes an index entry atomically: it is written to a temp folder, then renamed into place."""
         folder = self.index_dir(doc_id, fingerprint)
-        folder.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(folder.parent)
         tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
         try:
             for name, data in files.items():
-                (tmp / name).write_bytes(data)
+                _write_private(tmp / name, data)
             manifest = {"format": _FORMAT, **meta, "files": {n: sha256_hex(d) for n, d in files.items()}}
-            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+            _write_private(tmp / "manifest.json", json.dumps(manifest, indent=1).encode())
             if folder.exists():
                 if self.load_index(doc_id, fingerprint) is not None:
                     # Another process published the same content first: keep it, so a reader that has
@@ -182,3 +290,22 @@ class Store:
     def drop_index(self, doc_id: str, fingerprint: str) -> None:
         """Removes an index entry (used when its content turns out unreadable)."""
         shutil.rmtree(self.index_dir(doc_id, fingerprint), ignore_errors=True)
+
+
+def _rmtree(path: Path) -> None:
+    """Removes a folder tree, also entries whose folder lost its write permission; what cannot be removed
+    is logged, and the next deletion tries again."""
+
+    def retry(func: Any, target: str, _error: Any) -> None:
+        try:
+            os.chmod(os.path.dirname(target), DIR_MODE)
+            func(target)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            logger.warning("cannot remove %s (%s); the next deletion retries", target, exc)
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=retry)
+    else:
+        shutil.rmtree(path, onerror=retry)  # deprecated from 3.12, where onexc replaces it

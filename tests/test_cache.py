@@ -175,7 +175,7 @@ def test_unreadable_entry_is_a_miss_and_dropped(tmp_path: Path, caplog: pytest.L
     path = tmp_path / "answers.sqlite"
     cache = SQLiteCache(path)
     with sqlite3.connect(path) as conn:
-        conn.execute("INSERT INTO answers VALUES ('bad', '{not json', 0, NULL)")
+        conn.execute("INSERT INTO answers (key, value, created, expires) VALUES ('bad', '{not json', 0, NULL)")
     with caplog.at_level(logging.WARNING, logger="docpipe.cache"):
         assert cache.get("bad") is None
     assert "unreadable cache entry" in caplog.text
