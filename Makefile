@@ -6,10 +6,14 @@ PIP := $(PY) -m pip
 # TORCH_INDEX=https://download.pytorch.org/whl/cpu so pip does not pull a multi-GB CUDA build.
 TORCH_VERSION ?= 2.13.0
 TORCH_INDEX ?=
+# Every install is pinned to the tested set (constraints.txt, written by `make lock`); CONSTRAINTS= lifts the pins.
+CONSTRAINTS ?= constraints.txt
+PIP_C := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
+AUDIT_TOOLS := $(VENV)/audit-tools
 QUESTION ?= What is the notice period for termination for convenience?
 SAMPLE := samples/master_services_agreement.pdf
 
-.PHONY: install install-engine demo test test-fast eval bench bench-analysis clean
+.PHONY: install install-engine demo test test-fast system-deps lock audit eval bench bench-analysis clean
 
 install: $(VENV)/.installed
 
@@ -17,15 +21,15 @@ install: $(VENV)/.installed
 # `docpipe serve` (FastAPI, uvicorn, prometheus-client).
 install-engine: $(VENV)/.installed-engine
 
-$(VENV)/.installed: pyproject.toml Makefile
+$(VENV)/.installed: pyproject.toml Makefile $(CONSTRAINTS)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q torch==$(TORCH_VERSION) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q $(PIP_C) torch==$(TORCH_VERSION) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PIP) install -q $(PIP_C) -e '.[dev]'
 	touch $@
 
 $(VENV)/.installed-engine: $(VENV)/.installed
-	$(PIP) install -q -e '.[dev,cpu,redis,ui,serve]'
+	$(PIP) install -q $(PIP_C) -e '.[dev,cpu,redis,ui,serve]'
 	# PyPI's torchvision/torchaudio/torchcodec/triton are built against CUDA torch and break
 	# `import transformers` / `from vllm import LLM` beside the CPU build.
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true
@@ -34,11 +38,49 @@ $(VENV)/.installed-engine: $(VENV)/.installed
 demo: install
 	$(VENV)/bin/docpipe ask $(SAMPLE) "$(QUESTION)"
 
-test: install-engine
-	$(PY) -m pytest -q
+# DOCPIPE_REQUIRE_SYSTEM_TOOLS=1: a browser or Redis test that cannot run fails instead of skipping.
+test: install-engine system-deps
+	DOCPIPE_REQUIRE_SYSTEM_TOOLS=1 $(PY) -m pytest -q
 
 test-fast: install
 	$(PY) -m pytest -q -m "not integration"
+
+# The workbench's security tests run in Debian's chromium (/usr/bin/chromium, driven by playwright) and the cache
+# tests against a real redis-server: installed with apt-get when missing and possible (root or password-less
+# sudo), else make stops and says what to install. Never a silent skip.
+system-deps:
+	@missing=""; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	[ -z "$$missing" ] && exit 0; \
+	if [ "$$(id -u)" = 0 ]; then sudo=""; elif sudo -n true 2>/dev/null; then sudo="sudo -n"; else sudo=no; fi; \
+	if command -v apt-get >/dev/null && [ "$$sudo" != no ]; then \
+		echo "make test: installing$$missing with apt-get (the browser and Redis tests need them)"; \
+		$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi; \
+	if [ ! -x /usr/bin/chromium ] || ! command -v redis-server >/dev/null; then \
+		echo "make test needs$$missing and could not install it (no apt-get, or neither root nor password-less sudo)." >&2; \
+		echo "Install it, then run make test again:  sudo apt-get install -y$$missing" >&2; \
+		echo "(make test-fast runs the unit tests without them)" >&2; \
+		exit 1; \
+	fi
+
+# Writes the set installed in .venv (pip freeze, minus docpipe itself) to constraints.txt, which every install
+# above uses, so CI tests exactly this set. To move to newer releases: make clean; make install-engine
+# CONSTRAINTS=; make test; make lock; make audit; commit constraints.txt.
+lock: $(VENV)/.installed-engine
+	{ echo "# The tested set: written by make lock from $(VENV) (pip freeze); every install in the Makefile uses it"; \
+	  echo "# with -c. Do not edit by hand: change pyproject.toml, reinstall without pins (CONSTRAINTS=), make lock."; \
+	  $(PIP) freeze --exclude-editable | grep -v -i -E '^(#|-e |docpipe==)' | sed -E 's/^(torch==[^+]+)[+].*/\1/'; \
+	} > $(CONSTRAINTS).tmp && mv $(CONSTRAINTS).tmp $(CONSTRAINTS)
+	@echo "wrote $(CONSTRAINTS) ($$(grep -c '==' $(CONSTRAINTS)) pins)"
+
+# Known advisories against the installed set and the lock: .ci/advisories.toml offline, plus pip-audit when it
+# can be installed and reach its service. Fails on a known vulnerable version, never for lack of network.
+audit: $(VENV)/.installed-engine
+	@test -x $(AUDIT_TOOLS)/bin/pip-audit || { python3 -m venv $(AUDIT_TOOLS) && $(AUDIT_TOOLS)/bin/pip install -q pip-audit; } \
+		|| echo "pip-audit could not be installed: the offline advisory list still runs"
+	$(PY) .ci/audit.py $(if $(CONSTRAINTS),--lock $(CONSTRAINTS)) --pip-audit $(AUDIT_TOOLS)/bin/pip-audit
 
 eval: install
 	$(VENV)/bin/docpipe eval-retrieval ../shared/eval/cuad-dev

@@ -1,11 +1,22 @@
 """Shared fixtures: the repository, the sample contract and its expected answers, the third-party eval data,
-and a fast `DocPipe` (hashing embedder) whose store lives in the test's own temporary folder."""
+and a fast `DocPipe` (hashing embedder) whose store lives in the test's own temporary folder.
+
+Browser and Redis tests need Debian's chromium and a redis-server binary. Outside `make test` a test that lacks
+them skips, naming the package to install. Under `make test` (DOCPIPE_REQUIRE_SYSTEM_TOOLS=1) such a skip is a
+failure, so the workbench's security tests cannot silently not run: `require_tool` and the `chromium_path` /
+`redis_server` fixtures fail directly, and the hooks at the end turn any other skip that names one of these
+tools or their Python packages (module-level skips included) into a failed run.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -13,6 +24,11 @@ from docpipe import DocPipe, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT.parent / "shared" / "eval"
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's package; playwright drives it through executable_path
+
+REQUIRE_ENV = "DOCPIPE_REQUIRE_SYSTEM_TOOLS"
+# Skip reasons that mean "a browser or Redis test could not run": the system tools and the extras they need.
+REQUIRED_SKIP = re.compile(r"chromium|playwright|redis-server|docpipe\[(ui|redis|serve)\]", re.IGNORECASE)
 
 
 @pytest.fixture(scope="session")
@@ -43,3 +59,79 @@ def eval_dir() -> Path:
 def test_pipe(tmp_path: Path) -> DocPipe:
     """Returns a `DocPipe` with the `test` preset (hashing embedder, no torch) and a store under tmp_path."""
     return DocPipe(Settings.preset("test", home=tmp_path / "home"))
+
+
+# -- Browser and Redis: required under `make test` ------------------------------------------------------------
+def tools_required() -> bool:
+    """True under `make test` (DOCPIPE_REQUIRE_SYSTEM_TOOLS=1): a missing browser or Redis fails the run."""
+    return os.environ.get(REQUIRE_ENV, "") not in ("", "0")
+
+
+def require_tool(missing: str, *, install: str) -> NoReturn:
+    """Skips the calling test because `missing` is absent, or fails it when `make test` requires it."""
+    message = f"{missing} is not available: {install}"
+    if tools_required():
+        pytest.fail(f"{message} ({REQUIRE_ENV}=1: make test runs the browser and Redis tests or fails)", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> Path:
+    """Returns Debian's chromium for playwright's `executable_path` (no browser download)."""
+    if not CHROMIUM.exists():
+        require_tool(str(CHROMIUM), install="sudo apt-get install -y chromium")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> str:
+    """Returns the path of the redis-server binary the cache tests start on 127.0.0.1."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        require_tool("redis-server", install="sudo apt-get install -y redis-server")
+    return binary
+
+
+def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    reason = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+_required_module_skips: list[str] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and tools_required() and not hasattr(report, "wasxfail"):
+        reason = _skip_reason(report)
+        if REQUIRED_SKIP.search(reason):
+            report.outcome = "failed"
+            report.longrepr = f"skipped under make test ({REQUIRE_ENV}=1), which requires it: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    # A whole module skipped at import (pytest.skip(allow_module_level=True)): the other modules still run,
+    # and the session fails at the end with the reason.
+    if report.skipped and tools_required():
+        reason = _skip_reason(report)
+        if REQUIRED_SKIP.search(reason):
+            _required_module_skips.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _required_module_skips:
+        terminalreporter.section("required tests that could not run", sep="=", red=True, bold=True)
+        for line in _required_module_skips:
+            terminalreporter.line(line, red=True)
+        terminalreporter.line(f"{REQUIRE_ENV}=1 (make test): install what is named above; make test-fast skips them.")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _required_module_skips and exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
