@@ -13,6 +13,8 @@ The tree::
     │   ├── WrongPasswordError             encrypted, the password does not open it
     │   ├── MalformedPDFError              broken structure the extractor cannot recover
     │   ├── NoTextError                    opens, but no page has a text layer (scanned?)
+    │   ├── TooMuchTextError               more text than a contract holds (a crafted expansion?)
+    │   ├── EncryptionCheckError           cannot tell whether it is encrypted: treated as locked
     │   └── ExtractionTimeoutError(TimeoutError)  over the per-document time bound
     ├── EngineError(RuntimeError)          the answer engine failed (start-up, a batch)
     │   └── EngineUnavailableError(ConnectionError)  a model server cannot be reached
@@ -34,6 +36,7 @@ __all__ = [
     "DependencyError",
     "DocpipeError",
     "EmptyFileError",
+    "EncryptionCheckError",
     "EngineError",
     "EngineUnavailableError",
     "ExtractionError",
@@ -45,6 +48,7 @@ __all__ = [
     "NotAPDFError",
     "PasswordRequiredError",
     "StoreError",
+    "TooMuchTextError",
     "WrongPasswordError",
 ]
 
@@ -108,6 +112,14 @@ class MalformedPDFError(ExtractionError):
 
 class NoTextError(ExtractionError):
     """The PDF opens, but no page yields text (image-only or scanned without OCR)."""
+
+
+class TooMuchTextError(ExtractionError):
+    """The extracted text passed ``max_page_chars`` on one page or ``max_chars`` in all (``page`` says where)."""
+
+
+class EncryptionCheckError(ExtractionError):
+    """Whether the PDF is encrypted, or whether a password opens it, could not be decided; it counts as locked."""
 
 
 class ExtractionTimeoutError(ExtractionError, TimeoutError):

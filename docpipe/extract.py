@@ -2,7 +2,12 @@
 
 `extract_pages` runs the extractor (pypdf or pypdfium2) in a fresh worker process, so one pathological
 file costs at most `ExtractionSettings.timeout_s` seconds and `memory_limit_mb` of address space, and a
-crash inside pdfium's C++ cannot take the caller down.
+crash inside pdfium's C++ cannot take the caller down. The worker runs `worker_nice` levels below its
+caller, so a crafted upload that keeps it busy for the whole time bound leaves the CPU to interactive
+questions, and it stops as soon as the text passes `max_page_chars` or `max_chars`, so a small PDF that
+expands to megabytes of text is refused before that text crosses the pipe. `encryption_status` asks the
+same kind of worker whether a PDF is encrypted and whether a password opens it: the untrusted bytes are
+never parsed in the caller's process, and a check that cannot finish raises instead of answering "no".
 
 The worker is a plain ``python -I -c`` child rather than a multiprocessing process. Like the "spawn"
 start method it is exec'd straight after fork, which is safe in a parent holding torch/OpenMP threads;
@@ -24,6 +29,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from docpipe import errors
@@ -33,6 +39,7 @@ from docpipe.errors import (
     DependencyError,
     DocpipeError,
     EmptyFileError,
+    EncryptionCheckError,
     ExtractionError,
     ExtractionTimeoutError,
     InputError,
@@ -40,13 +47,14 @@ from docpipe.errors import (
     NotAPDFError,
     NoTextError,
     PasswordRequiredError,
+    TooMuchTextError,
     WrongPasswordError,
 )
 
 if TYPE_CHECKING:
     from docpipe.settings import ExtractionSettings
 
-__all__ = ["EXTRACTORS", "extract_pages"]
+__all__ = ["EXTRACTORS", "EncryptionStatus", "Extraction", "encryption_status", "extract_document", "extract_pages"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +98,34 @@ _worker_main(request, reply_fd)
 """
 
 
+@dataclass(frozen=True)
+class EncryptionStatus:
+    """What opening a PDF showed about its encryption, as the extraction worker saw it.
+
+    `encrypted`: the PDF has an encryption dictionary (a PDF with only an owner password has one, yet
+    opens for anyone). `needs_password`: it does not open with the empty user password, so its text
+    belongs only to callers who know a password. `password_opens`: the password that was given opens it,
+    as the user or the owner password (None when none was given; False when the PDF has no password).
+
+    >>> from pathlib import Path
+    >>> status = encryption_status(Path("r6-both-passwords.pdf").read_bytes(), "bar")  # doctest: +SKIP
+    >>> status.needs_password, status.password_opens  # doctest: +SKIP
+    (True, True)
+    """
+
+    encrypted: bool
+    needs_password: bool
+    password_opens: bool | None = None
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The pages of a PDF and what opening it showed about its encryption (see `extract_document`)."""
+
+    pages: list[Page]
+    encryption: EncryptionStatus
+
+
 def extract_pages(
     data: bytes,
     *,
@@ -103,34 +139,28 @@ def extract_pages(
     without text gets ``NO_TEXT``. Filled form-field values are appended to the text of the page that
     shows them, as ``[form field] Name: value`` lines. `name` (usually the file name) is used in
     messages. Raises an `InputError` for empty or non-PDF bytes, and an `ExtractionError` subclass for
-    encrypted, malformed, text-less or too-slow documents; the message always says how to fix it.
+    encrypted, malformed, text-less, too-slow or too-large documents; the message always says how to fix it.
     """
-    if settings is None:
-        # Imported here: pydantic is heavy, and the worker imports this module too.
-        from docpipe.settings import ExtractionSettings
+    return extract_document(data, password=password, settings=settings, name=name).pages
 
-        settings = ExtractionSettings()
-    if settings.extractor not in EXTRACTORS:
-        raise ConfigError(
-            f"unknown extractor {settings.extractor!r}: choose one of {', '.join(EXTRACTORS)}",
-            extractor=settings.extractor,
-        )
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"extract_pages takes the PDF's bytes, not {type(data).__name__}: pass path.read_bytes()")
-    data = bytes(data)
-    _check_pdf_bytes(data, name)
 
-    request = {
-        "sys_path": list(sys.path),
-        "package_dir": os.path.dirname(os.path.abspath(__file__)),
-        "data": data,
-        "password": password,
-        "name": name,
-        "extractor": settings.extractor,
-        "max_pages": settings.max_pages,
-        "memory_limit_mb": settings.memory_limit_mb,
-        "timeout_s": settings.timeout_s,
-    }
+def extract_document(
+    data: bytes,
+    *,
+    password: str | None = None,
+    settings: ExtractionSettings | None = None,
+    name: str = "document",
+) -> Extraction:
+    """Returns the pages of the PDF in `data` (as `extract_pages` does) with its `EncryptionStatus`.
+
+    The status comes from the same worker and the same parse that read the text: whether the PDF needed
+    the password that opened it (``encryption.needs_password``) is known without parsing it again.
+    Raises as `extract_pages` does; `TooMuchTextError` when the text passes ``max_page_chars`` on one
+    page or ``max_chars`` in all.
+    """
+    settings = _checked_settings(settings)
+    data = _checked_bytes(data, name, "extract_document")
+    request = _request(data, password, name, settings, op="extract")
     started = time.monotonic()
     reply = _run_worker(request, name=name, extractor=settings.extractor, timeout_s=settings.timeout_s)
     _replay_worker_log(reply.get("log", []), reply.get("dropped", 0), name)
@@ -146,11 +176,93 @@ def extract_pages(
         "extracted %s with %s: %s pages (%s without text, %s failed) in %.2f s",
         name, settings.extractor, len(pages), len(no_text), len(failed), time.monotonic() - started,
     )
-    return pages
+    return Extraction(pages, EncryptionStatus(*reply["encryption"]))
+
+
+def encryption_status(
+    data: bytes,
+    password: str | None = None,
+    *,
+    settings: ExtractionSettings | None = None,
+    name: str = "document",
+) -> EncryptionStatus:
+    """Returns whether the PDF in `data` is encrypted, opens without a password, and opens with `password`.
+
+    The PDF is parsed only inside an extraction worker (the configured extractor, with the same time
+    bound, memory cap and priority as extraction), never in the caller. It fails closed: when the check
+    cannot finish (the parser fails, the worker crashes, runs out of memory or time) it raises
+    `EncryptionCheckError`, never a status that would let a locked PDF's text out. A broken encryption
+    dictionary raises `MalformedPDFError`, a missing crypto package `DependencyError`, and bytes that are
+    not a PDF an `InputError`. A caller holding text of the PDF must treat every exception as "locked".
+    """
+    settings = _checked_settings(settings)
+    data = _checked_bytes(data, name, "encryption_status")
+    request = _request(data, password, name, settings, op="encryption")
+    try:
+        reply = _run_worker(request, name=name, extractor=settings.extractor, timeout_s=settings.timeout_s)
+        _replay_worker_log(reply.get("log", []), reply.get("dropped", 0), name)
+        if "error" in reply:
+            _raise_error(reply["error"])
+    except (EncryptionCheckError, DependencyError):
+        raise
+    except ExtractionError as exc:  # timed out, died or out of memory: nothing was learned, nothing may be assumed
+        raise _check_failed(name, settings.extractor, exc.message) from exc
+    return EncryptionStatus(*reply["encryption"])
 
 
 # ---------------------------------------------------------------------------------------------------
 # Parent side
+
+
+def _checked_settings(settings: ExtractionSettings | None) -> ExtractionSettings:
+    if settings is None:
+        # Imported here: pydantic is heavy, and the worker imports this module too.
+        from docpipe.settings import ExtractionSettings
+
+        settings = ExtractionSettings()
+    if settings.extractor not in EXTRACTORS:
+        raise ConfigError(
+            f"unknown extractor {settings.extractor!r}: choose one of {', '.join(EXTRACTORS)}",
+            extractor=settings.extractor,
+        )
+    return settings
+
+
+def _checked_bytes(data: Any, name: str, function: str) -> bytes:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{function} takes the PDF's bytes, not {type(data).__name__}: pass path.read_bytes()")
+    data = bytes(data)
+    _check_pdf_bytes(data, name)
+    return data
+
+
+def _request(
+    data: bytes, password: str | None, name: str, settings: ExtractionSettings, *, op: str
+) -> dict[str, Any]:
+    return {
+        "op": op,
+        "sys_path": list(sys.path),
+        "package_dir": os.path.dirname(os.path.abspath(__file__)),
+        "data": data,
+        "password": password,
+        "name": name,
+        "extractor": settings.extractor,
+        "max_pages": settings.max_pages,
+        "max_chars": settings.max_chars,
+        "max_page_chars": settings.max_page_chars,
+        "memory_limit_mb": settings.memory_limit_mb,
+        "timeout_s": settings.timeout_s,
+        "nice": settings.worker_nice,
+    }
+
+
+def _check_failed(name: str, extractor: str, reason: str) -> EncryptionCheckError:
+    return EncryptionCheckError(
+        f"could not check whether {name} is encrypted, so it is treated as locked ({reason.rstrip('.')}). "
+        f"Try --extractor {_other(extractor)}, or upload a copy repaired and decrypted with "
+        "`qpdf --decrypt --password=PASSWORD in.pdf out.pdf`",
+        path=name, extractor=extractor, reason=reason,
+    )
 
 
 def _check_pdf_bytes(data: bytes, name: str) -> None:
@@ -296,6 +408,7 @@ def _worker_main(request: dict[str, Any], reply_fd: int) -> None:
     import faulthandler
 
     faulthandler.enable()  # a crash in C code leaves a Python traceback in the stderr the parent logs
+    nice = _lower_priority(request["nice"])
     if hasattr(signal, "alarm"):
         signal.alarm(int(request["timeout_s"]) + _WORKER_ALARM_GRACE_S)
     collector = _Collector()
@@ -307,16 +420,22 @@ def _worker_main(request: dict[str, Any], reply_fd: int) -> None:
     # Freed on MemoryError so that there is room left to build and send the error reply.
     reserve = bytearray(4 << 20)
     name = request["name"]
+    logger.debug("extraction worker %s for %s runs at nice %s", os.getpid(), name, nice)
     reply: dict[str, Any]
     try:
         # Before the cap: mapping the backend's shared libraries needs address space of its own.
         __import__("pypdf" if request["extractor"] == "pypdf" else "pypdfium2")
         _limit_memory(request["memory_limit_mb"])
-        pages = _extract(
-            request["data"], password=request["password"], name=name, extractor=request["extractor"],
-            max_pages=request["max_pages"], memory_limit_mb=request["memory_limit_mb"],
-        )
-        reply = {"pages": pages}
+        if request["op"] == "encryption":
+            status = _encryption_status(request["data"], request["password"], name, request["extractor"])
+            reply = {"encryption": status}
+        else:
+            pages, status = _extract(
+                request["data"], password=request["password"], name=name, extractor=request["extractor"],
+                max_pages=request["max_pages"], memory_limit_mb=request["memory_limit_mb"],
+                budget=_TextBudget(name, request["extractor"], request["max_chars"], request["max_page_chars"]),
+            )
+            reply = {"pages": pages, "encryption": status}
     except DocpipeError as exc:
         reply = {"error": _error_as_data(exc)}
     except MemoryError:
@@ -333,6 +452,14 @@ def _worker_main(request: dict[str, Any], reply_fd: int) -> None:
     reply["dropped"] = collector.dropped
     with os.fdopen(reply_fd, "wb") as out:
         pickle.dump(reply, out, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _lower_priority(increment: int) -> int | None:
+    """Returns this process's nice value after lowering its CPU priority by `increment` (None if unknown)."""
+    try:
+        return os.nice(increment)
+    except (AttributeError, OSError):  # not on Windows; an unprivileged process can always go lower elsewhere
+        return None
 
 
 def _limit_memory(memory_limit_mb: int) -> None:
@@ -363,10 +490,60 @@ def _out_of_memory(name: str, extractor: str, memory_limit_mb: int) -> Extractio
     )
 
 
+class _TextBudget:
+    """Returns nothing; counts extracted characters and raises `TooMuchTextError` once a cap is passed.
+
+    `spend` is called while a page's text is still being produced (by pypdf's text visitor, or with
+    pdfium's character count before the text is copied out), so an oversized page is stopped early;
+    `close_page` books the page's final text.
+    """
+
+    def __init__(self, name: str, extractor: str, max_chars: int, max_page_chars: int) -> None:
+        self.name, self.extractor = name, extractor
+        self.max_chars, self.max_page_chars = max_chars, max_page_chars
+        self.total = 0
+        self.page = 0
+        self.number = 0
+
+    def start_page(self, number: int) -> None:
+        self.number, self.page = number, 0
+
+    def spend(self, chars: int) -> None:
+        self.page += chars
+        self._check(self.page)
+
+    def close_page(self, chars: int) -> None:
+        self._check(chars)
+        self.total += chars
+
+    def _check(self, page_chars: int) -> None:
+        if page_chars > self.max_page_chars:
+            raise TooMuchTextError(
+                f"page {self.number} of {self.name} holds more than {self.max_page_chars:,} characters of text "
+                "(the densest contract pages hold about 6,500): it looks crafted to exhaust the server. If it is "
+                "genuine, raise DOCPIPE_EXTRACTION__MAX_PAGE_CHARS",
+                path=self.name, extractor=self.extractor, page=self.number, max_page_chars=self.max_page_chars,
+            )
+        if self.total + page_chars > self.max_chars:
+            raise TooMuchTextError(
+                f"the text of {self.name} exceeds {self.max_chars:,} characters (reached on page {self.number}): "
+                "split the PDF, or raise DOCPIPE_EXTRACTION__MAX_CHARS",
+                path=self.name, extractor=self.extractor, page=self.number, max_chars=self.max_chars,
+            )
+
+
 def _extract(
-    data: bytes, *, password: str | None, name: str, extractor: str, max_pages: int, memory_limit_mb: int
-) -> list[tuple[int, str, str, str]]:
-    """Returns ``(number, text, status, detail)`` for every page, or raises the document-level error."""
+    data: bytes,
+    *,
+    password: str | None,
+    name: str,
+    extractor: str,
+    max_pages: int,
+    memory_limit_mb: int,
+    budget: _TextBudget,
+) -> tuple[list[tuple[int, str, str, str]], tuple[bool, bool, bool | None]]:
+    """Returns ``(number, text, status, detail)`` for every page and the encryption status as a tuple, or
+    raises the document-level error."""
     reader: _PypdfReader | _PdfiumReader
     reader = _PypdfReader(data, password, name) if extractor == "pypdf" else _PdfiumReader(data, password, name)
     count = reader.page_count()
@@ -381,15 +558,19 @@ def _extract(
     seen_fields: set[str] = set()
     for index in range(count):
         number = index + 1
+        budget.start_page(number)
         try:
-            text, fields = reader.page(index)
+            text, fields = reader.page(index, budget)
             text = _normalise(text)
+        except TooMuchTextError:
+            raise
         except Exception as exc:  # one bad page must not lose the others
             failures.append((number, exc))
             detail = f"out of memory (limit {memory_limit_mb} MB)" if isinstance(exc, MemoryError) else _reason(exc)
             pages.append((number, "", PageStatus.ERROR.value, detail))
             continue
         text = _with_form_fields(text, fields, seen_fields)
+        budget.close_page(len(text))
         if text.strip():
             pages.append((number, text, PageStatus.OK.value, ""))
         else:
@@ -397,7 +578,25 @@ def _extract(
     reader.close()
     if not any(status == PageStatus.OK.value for _, _, status, _ in pages):
         raise _no_usable_page(name, extractor, count, failures, memory_limit_mb)
-    return pages
+    return pages, reader.status
+
+
+def _encryption_status(data: bytes, password: str | None, name: str, extractor: str) -> tuple[bool, bool, bool | None]:
+    """Returns (encrypted, needs_password, password_opens) as the extractor sees them, or raises.
+
+    Any failure to decide is an error (`EncryptionCheckError` unless a more specific one applies), never
+    a guess: the caller holds the PDF's text and must not hand it out on a guess.
+    """
+    try:
+        if extractor == "pypdf":
+            return _PypdfReader.check(data, password, name)
+        return _PdfiumReader.check(data, password, name)
+    except (EncryptionCheckError, DependencyError):
+        raise
+    except DocpipeError as exc:
+        raise _check_failed(name, extractor, str(exc.context.get("reason") or exc.message)) from None
+    except Exception as exc:
+        raise _check_failed(name, extractor, _reason(exc)) from None
 
 
 def _no_usable_page(
@@ -530,13 +729,29 @@ class _PypdfReader:
     """Returns nothing; opens a PDF with pypdf and yields each page's text and form-field values."""
 
     def __init__(self, data: bytes, password: str | None, name: str) -> None:
+        self.name = name
+        self.reader = self._open(data, name)
+        self.status = self._status(self.reader, data, password, name)
+        _, needs_password, password_opens = self.status
+        if needs_password and not password_opens:
+            raise _locked(name, data, wrong_password=bool(password))
+        if password and password_opens is False and self.status[0]:
+            logger.warning("the password does not open %s, but it opens without one: ignoring it", name)
+        self.has_form = self._has_form()
+
+    @classmethod
+    def check(cls, data: bytes, password: str | None, name: str) -> tuple[bool, bool, bool | None]:
+        """Returns (encrypted, needs_password, password_opens) without extracting anything."""
+        return cls._status(cls._open(data, name), data, password, name)
+
+    @staticmethod
+    def _open(data: bytes, name: str) -> Any:
         import pypdf
         from pypdf.errors import DependencyError as PypdfDependencyError
 
-        self.name = name
         try:
-            self.reader = pypdf.PdfReader(io.BytesIO(data))
-            encrypted = self.reader.is_encrypted
+            reader = pypdf.PdfReader(io.BytesIO(data))
+            reader.is_encrypted  # noqa: B018 - reads the trailer, which is what fails on a broken file
         except PypdfDependencyError as exc:
             raise _needs_crypto(name, exc) from None
         except Exception as exc:
@@ -544,28 +759,25 @@ class _PypdfReader:
             if problem:
                 raise _broken_encryption(name, problem) from None
             raise _malformed(name, "pypdf", _reason(exc)) from None
-        if encrypted:
-            self._unlock(data, password)
-        self.has_form = self._has_form()
+        return reader
 
-    def _unlock(self, data: bytes, password: str | None) -> None:
+    @staticmethod
+    def _status(reader: Any, data: bytes, password: str | None, name: str) -> tuple[bool, bool, bool | None]:
+        """Returns (encrypted, needs_password, password_opens), leaving `reader` decrypted when it can be."""
         from pypdf import PasswordType
         from pypdf.errors import DependencyError as PypdfDependencyError
 
+        if not reader.is_encrypted:
+            return False, False, False if password else None
         try:
-            if password:
-                if self.reader.decrypt(password) is not PasswordType.NOT_DECRYPTED:
-                    return
-                if self.reader.decrypt("") is not PasswordType.NOT_DECRYPTED:
-                    logger.warning("the password does not open %s, but it opens without one: ignoring it", self.name)
-                    return
-            elif self.reader.decrypt("") is not PasswordType.NOT_DECRYPTED:
-                return
+            # A failed decrypt keeps the key of an earlier success, so the order does not matter.
+            opens_empty = reader.decrypt("") is not PasswordType.NOT_DECRYPTED
+            password_opens = reader.decrypt(password) is not PasswordType.NOT_DECRYPTED if password else None
         except PypdfDependencyError as exc:
-            raise _needs_crypto(self.name, exc) from None
+            raise _needs_crypto(name, exc) from None
         except Exception as exc:
-            raise _broken_encryption(self.name, _encryption_problem(data) or _reason(exc)) from None
-        raise _locked(self.name, data, wrong_password=bool(password))
+            raise _broken_encryption(name, _encryption_problem(data) or _reason(exc)) from None
+        return True, not opens_empty, password_opens
 
     def _has_form(self) -> bool:
         try:
@@ -581,9 +793,10 @@ class _PypdfReader:
         except Exception as exc:
             raise _malformed(self.name, "pypdf", _reason(exc)) from None
 
-    def page(self, index: int) -> tuple[str, list[tuple[str, str]]]:
+    def page(self, index: int, budget: _TextBudget) -> tuple[str, list[tuple[str, str]]]:
         page = self.reader.pages[index]
-        text = page.extract_text()
+        # The visitor sees each piece of text as pypdf completes it, so an oversized page stops early.
+        text = page.extract_text(visitor_text=lambda text, *_: budget.spend(len(text)))
         return text, self._fields(page, index) if self.has_form else []
 
     def _fields(self, page: Any, index: int) -> list[tuple[str, str]]:
@@ -650,25 +863,15 @@ class _PdfiumReader:
     """Returns nothing; opens a PDF with pypdfium2 and yields each page's text and form-field values."""
 
     def __init__(self, data: bytes, password: str | None, name: str) -> None:
-        import pypdfium2 as pdfium
         import pypdfium2.raw as pdfium_c
 
         self.name = name
         self.raw = pdfium_c
-        try:
-            self.doc = pdfium.PdfDocument(data, password=password or None)
-        except pdfium.PdfiumError as exc:
-            if exc.err_code != pdfium_c.FPDF_ERR_PASSWORD:
-                if exc.err_code == pdfium_c.FPDF_ERR_SECURITY:
-                    problem = _encryption_problem(data) or "unsupported security handler"
-                    raise _broken_encryption(name, problem) from None
-                raise _malformed(name, "pypdfium2", _reason(exc)) from None
-            if not password:
-                raise _locked(name, data, wrong_password=False) from None
-            try:
-                self.doc = pdfium.PdfDocument(data)
-            except pdfium.PdfiumError:
-                raise _locked(name, data, wrong_password=True) from None
+        doc, self.status = self._open(data, password, name)
+        if doc is None:
+            raise _locked(name, data, wrong_password=bool(password))
+        self.doc = doc
+        if password and self.status[2] is False and self.status[0]:
             logger.warning("the password does not open %s, but it opens without one: ignoring it", name)
         self.form = None
         # Forms must be set up before the first page is loaded, and only then are field values readable.
@@ -679,14 +882,59 @@ class _PdfiumReader:
             except Exception as exc:
                 logger.debug("form fields of %s not read: %s", name, _reason(exc))
 
+    @classmethod
+    def check(cls, data: bytes, password: str | None, name: str) -> tuple[bool, bool, bool | None]:
+        """Returns (encrypted, needs_password, password_opens) without extracting anything."""
+        doc, status = cls._open(data, password, name)
+        if doc is not None:
+            doc.close()
+        return status
+
+    @staticmethod
+    def _open(data: bytes, password: str | None, name: str) -> tuple[Any, tuple[bool, bool, bool | None]]:
+        """Returns the document opened with the empty or the given password (None if neither opens it) and
+        (encrypted, needs_password, password_opens)."""
+        import pypdfium2 as pdfium
+        import pypdfium2.raw as pdfium_c
+
+        doc = None
+        try:
+            doc = pdfium.PdfDocument(data)
+        except pdfium.PdfiumError as exc:
+            if exc.err_code != pdfium_c.FPDF_ERR_PASSWORD:
+                if exc.err_code == pdfium_c.FPDF_ERR_SECURITY:
+                    problem = _encryption_problem(data) or "unsupported security handler"
+                    raise _broken_encryption(name, problem) from None
+                raise _malformed(name, "pypdfium2", _reason(exc)) from None
+        if doc is not None and pdfium_c.FPDF_GetSecurityHandlerRevision(doc.raw) == -1:
+            return doc, (False, False, False if password else None)
+        opens_empty = doc is not None
+        password_opens = None
+        if password:
+            try:
+                # pdfium tries the password as the user password, then as the owner password.
+                unlocked = pdfium.PdfDocument(data, password=password)
+            except pdfium.PdfiumError as exc:
+                if exc.err_code != pdfium_c.FPDF_ERR_PASSWORD:
+                    raise _malformed(name, "pypdfium2", _reason(exc)) from None
+                password_opens = False
+            else:
+                password_opens = True
+                if doc is None:
+                    doc = unlocked
+                else:
+                    unlocked.close()
+        return doc, (True, not opens_empty, password_opens)
+
     def page_count(self) -> int:
         return len(self.doc)
 
-    def page(self, index: int) -> tuple[str, list[tuple[str, str]]]:
+    def page(self, index: int, budget: _TextBudget) -> tuple[str, list[tuple[str, str]]]:
         page = self.doc[index]
         try:
             textpage = page.get_textpage()
             try:
+                budget.spend(textpage.count_chars())  # before the text is copied out of pdfium
                 # pdfium reports some hyphens (at what it takes for line breaks) as U+FFFE.
                 text = textpage.get_text_range().replace("\ufffe", "-")
             finally:

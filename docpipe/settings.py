@@ -40,6 +40,18 @@ class ExtractionSettings(BaseModel):
         4096, gt=0, description="Address-space cap for the extraction worker (guards against decompression bombs)."
     )
     max_pages: int = Field(5000, gt=0, description="Refuse documents with more pages than this.")
+    max_chars: int = Field(
+        2_000_000, gt=0, description="Refuse documents whose extracted text is longer than this many characters "
+        "(the largest contract measured holds 300,000); stops a small crafted PDF that expands to megabytes of text."
+    )
+    max_page_chars: int = Field(
+        50_000, gt=0, description="Refuse documents with a page of more text than this many characters (the "
+        "densest contract page measured holds 6,500); checked while the page is read, so the worker stops early."
+    )
+    worker_nice: int = Field(
+        10, ge=0, le=19, description="How many nice levels below its caller the extraction worker runs, so a slow "
+        "upload does not starve interactive questions (0 keeps the caller's priority)."
+    )
     max_concurrent: int = Field(
         2, gt=0, description="Extractions running at once per DocPipe (API and workbench share them); each is a "
         "worker process. Documents already in the store do not take a slot."
