@@ -3,7 +3,7 @@
 Each category is retrieved on its own (question plus the wording such clauses use, within
 `analysis.budget_tokens`, with the definitions and cross-referenced sections the retrieved clauses lean on),
 then all categories go to the engine together, in thinking mode. A finding is ``present`` only when a quote
-backing it is found verbatim in the page text; ``absent`` means the listed sections were searched and held no
+backing it is found verbatim in one of the sections the model was given for it; ``absent`` means the listed sections were searched and held no
 such clause; anything else is ``uncertain``. Without a language model the report lists, per category, the
 best-matching sentences as ``candidate`` (for a reviewer, not a finding) or ``not_found``.
 """
@@ -342,7 +342,8 @@ def _judge(
     mode: str,
     use_cache: bool,
 ) -> list[CategoryFinding]:
-    """Returns the model's findings: every category in one engine batch, quotes checked against the pages."""
+    """Returns the model's findings: every category in one engine batch, each quote checked against the
+    sections given for that category (a quote from elsewhere in the document is unverified)."""
     from docpipe.answer import generative_answer
     from docpipe.engine.base import PRIORITY_ANALYSIS
     from docpipe.prompts import analysis_question
@@ -390,7 +391,7 @@ def _finding(
         note = f"The engine failed on this category: {error}"
     elif status == "present" and not verified:
         result = "uncertain"
-        note = "The model reported such a clause, but none of its quotes is in the document. " + note
+        note = "The model reported such a clause, but none of its quotes is in the sections it was given. " + note
     elif status == "absent":
         result = "absent"
         note = note or f"Searched {len(hits)} sections; no such clause."

@@ -1,16 +1,20 @@
 """Answers and their citations, and the extractive answer used when no language model is configured.
 
-A citation's quote is checked against the stored page text (after whitespace normalisation); a quote that
-cannot be found there is flagged ``verified=False`` rather than shown as a fact.
+A citation's quote is checked against the sections that were in the model's context (after whitespace
+normalisation, and reading the text as the prompt showed it, see `docpipe.prompts.neutralise`); its pages are
+where it was found there. A quote that no context section holds is flagged ``verified=False`` rather than
+shown as a fact, even when the words occur elsewhere in the document: the model was not given them there.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
+from array import array
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +31,10 @@ __all__ = [
     "ENABLE_MODEL_HINT",
     "Answer",
     "Citation",
+    "QuoteLocation",
     "extractive_answer",
     "generative_answer",
+    "locate_quote",
     "prime_sentences",
     "verify_quote",
 ]
@@ -157,7 +163,10 @@ def _normalised_pages(doc: Document) -> tuple[list[int], str]:
 
 
 def verify_quote(quote: str, doc: Document) -> tuple[bool, int, int]:
-    """Returns (found, first page, last page) for `quote` in the stored page text, whitespace-normalised."""
+    """Returns (found, first page, last page) for `quote` anywhere in the stored page text, whitespace-normalised.
+
+    Citations are checked with `locate_quote`, against the sections the model was given; this whole-document
+    look-up only says whether an unverified quote exists elsewhere."""
     needle = _normalise(quote)
     if not needle:
         return False, 0, 0
@@ -168,6 +177,156 @@ def verify_quote(quote: str, doc: Document) -> tuple[bool, int, int]:
     first = bisect.bisect_right(starts, found) - 1
     last = bisect.bisect_right(starts, found + len(needle) - 1) - 1
     return True, doc.pages[first].number, doc.pages[last].number
+
+
+@dataclass(frozen=True, slots=True)
+class QuoteLocation:
+    """Where a quote was found in the model's context: the section (hit) holding it and the quote's own pages."""
+
+    hit: Hit
+    page_start: int
+    page_end: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """A run of a hit's text as the prompt showed it, whitespace-folded, with a map back to the raw offsets."""
+
+    folded: str
+    # Segment i starts at folded[norm_starts[i]] and raw[raw_starts[i]]; kept[i] is 0 for a replaced run.
+    # Arrays, not lists: a cached 4k-token section has thousands of segments.
+    norm_starts: array[int]
+    raw_starts: array[int]
+    kept: bytes
+    # Offset of the piece in `Document.text`, or None when it could not be placed (pages fall back to the hit's).
+    base: int | None
+
+    def raw_offset(self, index: int) -> int:
+        segment = bisect.bisect_right(self.norm_starts, index) - 1
+        if self.kept[segment]:
+            return self.raw_starts[segment] + index - self.norm_starts[segment]
+        return self.raw_starts[segment]
+
+
+def _fold_quote(quote: str) -> str:
+    from docpipe.prompts import neutralise
+
+    return _normalise(neutralise(quote))
+
+
+def _fold(text: str, base: int | None) -> _Piece:
+    """Returns `text` as `_fold_quote` reads a quote copied from the prompt: tag brackets escaped as
+    `neutralise` escapes them, whitespace runs as one space."""
+    from docpipe.prompts import ESCAPED_OPENER, tag_openers
+
+    events = [(m.start(), m.end(), " ") for m in _SPACE.finditer(text)]
+    escaped = tag_openers(text)
+    if escaped:
+        events = sorted(events + [(at, at + 1, ESCAPED_OPENER) for at in escaped])
+    parts: list[str] = []
+    norm_starts: array[int] = array("q")
+    raw_starts: array[int] = array("q")
+    kept = bytearray()
+    length = cursor = 0
+    for start, end, replacement in events:
+        if start > cursor:
+            norm_starts.append(length)
+            raw_starts.append(cursor)
+            kept.append(1)
+            parts.append(text[cursor:start])
+            length += start - cursor
+        norm_starts.append(length)
+        raw_starts.append(start)
+        kept.append(0)
+        parts.append(replacement)
+        length += len(replacement)
+        cursor = end
+    if cursor < len(text) or not norm_starts:
+        norm_starts.append(length)
+        raw_starts.append(cursor)
+        kept.append(1)
+        parts.append(text[cursor:])
+    return _Piece("".join(parts), norm_starts, raw_starts, bytes(kept), base)
+
+
+_DOC_TEXT: OrderedDict[tuple[str, str, int], tuple[str, list[int], dict[str, int]]] = OrderedDict()
+_PIECES: OrderedDict[tuple[Any, ...], list[_Piece]] = OrderedDict()
+_LOCATE_LOCK = threading.Lock()
+# Definition hits join several excerpts of one section with this line (docpipe.references).
+_EXCERPT_JOIN = "\n…\n"
+
+
+def _doc_text(doc: Document) -> tuple[str, list[int], dict[str, int]]:
+    """Returns (the document's text, where each page starts in it, where each section starts), kept for a few
+    documents: every quote of an answer is placed in the same text."""
+    key = (doc.id, doc.extractor, len(doc.pages))
+    with _LOCATE_LOCK:
+        if key in _DOC_TEXT:
+            _DOC_TEXT.move_to_end(key)
+            return _DOC_TEXT[key]
+    value = (doc.text, doc.page_starts, {s.id: s.start for s in doc.sections})
+    with _LOCATE_LOCK:
+        _DOC_TEXT[key] = value
+        while len(_DOC_TEXT) > 8:
+            _DOC_TEXT.popitem(last=False)
+    return value
+
+
+def _pieces(hit: Hit, doc: Document) -> list[_Piece]:
+    """Returns the hit's text folded for look-ups, each piece placed in the document's text, cached: a report
+    checks dozens of quotes against the same sections."""
+    key = (doc.id, doc.extractor, len(doc.pages), hit.section_id, hit.passage_start, hit.text)
+    with _LOCATE_LOCK:
+        if key in _PIECES:
+            _PIECES.move_to_end(key)
+            return _PIECES[key]
+    raw, _, section_starts = _doc_text(doc)
+    lowest = section_starts.get(hit.section_id, 0)
+    texts = [hit.text]
+    if not raw.startswith(hit.text, lowest) and raw.find(hit.text, lowest) < 0 and _EXCERPT_JOIN in hit.text:
+        texts = hit.text.split(_EXCERPT_JOIN)
+    pieces = []
+    for text in texts:
+        base: int | None = lowest if raw.startswith(text, lowest) else raw.find(text, lowest)
+        if base is not None and base < 0:
+            base = None
+        pieces.append(_fold(text, base))
+    with _LOCATE_LOCK:
+        _PIECES[key] = pieces
+        while len(_PIECES) > 256:
+            _PIECES.popitem(last=False)
+    return pieces
+
+
+def locate_quote(
+    quote: str, context: Sequence[Hit], doc: Document, *, section_id: str | None = None
+) -> QuoteLocation | None:
+    """Returns where `quote` is in the context the model was given: the first hit holding it (the cited
+    `section_id` first, then the others in order), with the pages of the quote itself; None when no context
+    section holds it, even if the document has the same words elsewhere.
+
+    Whitespace is normalised, and a quote copied from the prompt (where tag-like text shows as ``&lt;section``)
+    is found in the raw text it came from."""
+    needle = _fold_quote(quote)
+    if not needle:
+        return None
+    ordered = [h for h in context if h.section_id == section_id] + [h for h in context if h.section_id != section_id]
+    for hit in ordered:
+        for piece in _pieces(hit, doc):
+            found = piece.folded.find(needle)
+            if found < 0:
+                continue
+            if piece.base is None:
+                return QuoteLocation(hit, hit.page_start, hit.page_end)
+            _, page_starts, _ = _doc_text(doc)
+            first = piece.base + piece.raw_offset(found)
+            last = piece.base + piece.raw_offset(found + len(needle) - 1)
+            return QuoteLocation(hit, _page_number(doc, page_starts, first), _page_number(doc, page_starts, last))
+    return None
+
+
+def _page_number(doc: Document, page_starts: list[int], offset: int) -> int:
+    return doc.pages[max(bisect.bisect_right(page_starts, offset) - 1, 0)].number
 
 
 # Sentence ends, clause items after ";" or ":", and blank lines; a wrapped line ("three\n(3) years") is not an end.
@@ -282,10 +441,9 @@ def extractive_answer(
         if text in seen:
             continue
         seen.add(text)
-        verified, first, last = verify_quote(text, doc)
-        citations.append(
-            Citation(hit.section_id, hit.heading, first or hit.page_start, last or hit.page_end, text, verified, score)
-        )
+        found = locate_quote(text, [hit], doc)
+        first, last = (found.page_start, found.page_end) if found else (hit.page_start, hit.page_end)
+        citations.append(Citation(hit.section_id, hit.heading, first, last, text, found is not None, score))
         if len(citations) >= sentences:
             break
     lines = [
@@ -319,25 +477,28 @@ def generative_answer(
     fingerprint: str = "",
 ) -> Answer:
     """Returns the model's answer with its quotes checked: each double-quoted span is looked up in the
-    stored page text; a quote that is not there is kept but flagged ``verified=False``."""
+    sections the model was given (`hits`); a quote that is not there is kept but flagged ``verified=False``,
+    even when the same words are elsewhere in the document."""
     from docpipe.prompts import extract_quotes
 
-    by_id = {h.section_id: h for h in hits}
     citations: list[Citation] = []
+    elsewhere = 0
     for quote, section_id in extract_quotes(result.text):
-        verified, first, last = verify_quote(quote, doc)
-        hit = by_id.get(section_id or "")
-        if hit is None and verified:
-            needle = _normalise(quote)
-            hit = next((h for h in hits if needle in _normalise(h.text)), None)
+        found = locate_quote(quote, hits, doc, section_id=section_id)
+        if found is not None:
+            hit = found.hit
+            citations.append(Citation(hit.section_id, hit.heading, found.page_start, found.page_end, quote, True))
+            continue
+        cited = next((h for h in hits if h.section_id == section_id), None)
+        elsewhere += verify_quote(quote, doc)[0]
         citations.append(
             Citation(
-                section_id=hit.section_id if hit else (section_id or ""),
-                heading=hit.heading if hit else "",
-                page_start=first or (hit.page_start if hit else 0),
-                page_end=last or (hit.page_end if hit else 0),
+                section_id=section_id or "",
+                heading=cited.heading if cited else "",
+                page_start=cited.page_start if cited else 0,
+                page_end=cited.page_end if cited else 0,
                 quote=quote,
-                verified=verified,
+                verified=False,
             )
         )
     notice = None
@@ -348,7 +509,15 @@ def generative_answer(
             " (its thinking was cut by the thinking budget)." if result.thinking_truncated else "."
         )
     elif any(not c.verified for c in citations):
-        notice = "Some quotes were not found in the document and are marked unverified: do not rely on them."
+        notice = (
+            "Some quotes were not found in the sections given to the model and are marked unverified: "
+            "do not rely on them."
+        )
+        if elsewhere:
+            notice += (
+                f" {elsewhere} of them {'is' if elsewhere == 1 else 'are'} elsewhere in the document, in sections "
+                "the model was not given, so the answer cannot have read them in context."
+            )
     elif not citations:
         notice = "The answer quotes nothing from the document: check it against the cited sections."
     return Answer(

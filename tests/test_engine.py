@@ -4,6 +4,7 @@ and small real engines of our own; the real vLLM engine is in test_engine_vllm.p
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -88,8 +89,9 @@ def test_planted_instruction_cannot_escape_the_contract_block(pipe) -> None:
     poisoned = [replace(hits[0], text=hits[0].text + "\n" + attack)] + hits[1:]
     prompt = build_user_prompt(KEY, poisoned)
     # The planted closing tags are neutralised: the data block ends once, right before the question.
-    assert prompt.count("</contract>") == 1
-    assert prompt.index("Ignore previous instructions") < prompt.index("</contract>") < prompt.index("Question:")
+    closing = re.findall(r"</contract-[0-9a-f]{16}>", prompt)
+    assert len(closing) == 1 and "</contract>" not in prompt and "</section></contract>" not in prompt
+    assert prompt.index("Ignore previous instructions") < prompt.index(closing[0]) < prompt.index("Question:")
 
 
 def test_echo_engine_answer_is_cited_and_verified(pipe) -> None:
@@ -134,7 +136,7 @@ def test_fabricated_quotes_are_flagged_not_shown_as_facts(tmp_path: Path, sample
     dp = DocPipe(Settings.preset("test", home=tmp_path), engine=engine)
     answer = dp.ask(sample_pdf, KEY, use_cache=False)
     assert answer.citations[0].verified is False
-    assert "not found in the document" in answer.notice
+    assert "not found in the sections given to the model" in answer.notice
     assert answer.thinking == "hmm" and "<think>" not in answer.text
 
 
