@@ -107,22 +107,27 @@ def wants_thinking(question: str, mode: ThinkingMode = "auto", *, analysis: bool
 # the same for every question asked of it here (vLLM's prefix cache reuses it).
 _PROCESS_SECRET = secrets.token_bytes(32)
 
-# Brackets and slashes that a model may read as "<" and "/"; characters it may not see at all.
+# Brackets and slashes that a model may read as "<" and "/".
 _OPENERS = "<\u2039\u2329\u27e8\u3008\ufe64\uff1c"
 _OPENER = re.compile(f"[{_OPENERS}]")
-_IGNORABLE = re.compile(r"[\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
-                        r"\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]+")
 _SLASHES = "/\\\u2044\u2215\u29f8\uff0f"
 _TAG_NAMES = ("contract", "section")
 ESCAPED_OPENER = "&lt;"
 
 
+def _unseen(char: str) -> bool:
+    """Returns whether a reader may not see `char` at all: spaces, controls, format and invisible characters,
+    lone surrogates, combining marks, the replacement character."""
+    category = unicodedata.category(char)
+    return char.isspace() or category[0] in "CZ" or category in ("Mn", "Me") or char == "\ufffd"
+
+
 def _opens_tag(text: str, at: int) -> bool:
     """Returns whether the bracket at `at` starts something a reader could take for one of our tags."""
+    window = "".join(c for c in text[at + 1 : at + 80] if not _unseen(c))
     # Compatibility forms (fullwidth letters, ligatures) and case folding ("SECTION", long s) read alike.
-    window = unicodedata.normalize("NFKC", _IGNORABLE.sub("", text[at + 1 : at + 80])).casefold()
-    window = _IGNORABLE.sub("", window).lstrip(_SLASHES)
-    return window.startswith(_TAG_NAMES)
+    window = "".join(c for c in unicodedata.normalize("NFKC", window).casefold() if not _unseen(c))
+    return window.lstrip(_SLASHES).startswith(_TAG_NAMES)
 
 
 def tag_openers(text: str) -> list[int]:

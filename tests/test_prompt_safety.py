@@ -45,13 +45,17 @@ FORMS = [
     "\uff1c\uff0fsection\uff1e",  # fullwidth </section>
     "\u2039section id=\"s999\"\u203a",  # single angle quotation marks
     "<\u017fection id=\"s999\">",  # long s: folds to "section"
+    "<\u0338/section>",  # a combining mark on the bracket
+    "<\u202e/section>",  # a right-to-left override
+    "<\ud800section>",  # a lone surrogate
     "<contract-0123456789abcdef>",  # a guessed key
     "</contract-0123456789abcdef>",
 ]
 PLACES = ["text", "heading", "name", "question"]
 
-# What a reader could take for one of our tags: after compatibility folding and with invisible characters gone.
-_INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")
+# What a reader could take for one of our tags: with invisible characters and combining marks gone, after
+# compatibility folding.
+_UNSEEN = {"Mn", "Me", "Cf", "Cs", "Cc"}
 # Only the bracket is consumed, so a tag inside another one's attribute is found too.
 _TAG = re.compile(
     r"[<\u2039\u2329\u27e8\u3008]"
@@ -63,7 +67,8 @@ _ID = re.compile(r'\bid\s*=\s*["\']?([^"\'\s>]+)', re.IGNORECASE)
 
 def tags(prompt: str) -> list[tuple[str, str, str | None]]:
     """Returns every tag-like thing in `prompt`, in order: (open | close, contract | section, id or key)."""
-    folded = _INVISIBLE.sub("", unicodedata.normalize("NFKC", prompt))
+    visible = "".join(c for c in prompt if unicodedata.category(c) not in _UNSEEN or c in "\n\t")
+    folded = unicodedata.normalize("NFKC", visible)
     out = []
     for m in _TAG.finditer(folded):
         kind = "close" if m.group("slash") else "open"
