@@ -273,6 +273,7 @@ class SQLiteCache:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")  # safe with WAL; a crash may lose the last puts only
+            conn.execute("PRAGMA secure_delete = ON")  # deleted answers are overwritten, not left in free pages
             if conn.execute("PRAGMA user_version").fetchone()[0] < self._SCHEMA:
                 self._migrate(conn)
             conn.execute("DELETE FROM answers WHERE expires IS NOT NULL AND expires <= ?", (self._now(),))
@@ -421,7 +422,8 @@ class SQLiteCache:
     def delete_document(self, document_id: str, *, matter: str | None = None) -> int:
         """Returns how many entries of the document (in `matter` only, when given) it removed."""
         if matter is not None:
-            return self._write("DELETE FROM answers WHERE document_id = ? AND matter = ?", (document_id, matter))
+            removed = self._write("DELETE FROM answers WHERE document_id = ? AND matter = ?", (document_id, matter))
+            return self._forget(removed)
         removed = self._write("DELETE FROM answers WHERE document_id = ?", (document_id,))
         # Rows an older docpipe wrote into the migrated file carry no document id: look inside them.
         conn = self._connection()
@@ -433,19 +435,32 @@ class SQLiteCache:
         for key, doc in self._documents_of(rows):
             if doc == document_id:
                 removed += self._write("DELETE FROM answers WHERE key = ? AND document_id IS NULL", (key,))
-        return removed
+        return self._forget(removed)
 
     def delete_matter(self, matter: str) -> int:
         """Returns how many entries put with this `matter` it removed."""
-        return self._write("DELETE FROM answers WHERE matter = ?", (matter,))
+        return self._forget(self._write("DELETE FROM answers WHERE matter = ?", (matter,)))
+
+    def _forget(self, removed: int) -> int:
+        """Returns `removed`; after a deletion, copies the WAL into the file and empties it, so the deleted
+        answers' text is in neither (secure_delete has zeroed their pages). Best effort: a reader in another
+        process can hold the WAL until its next checkpoint."""
+        if removed:
+            conn = self._connection()
+            with self._lock:
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                except sqlite3.DatabaseError as exc:
+                    logger.warning("answer cache %s: checkpoint after deletion failed (%s)", self.path, exc)
+        return removed
 
     def sweep(self, max_age_s: float) -> int:
         """Returns how many entries put more than `max_age_s` seconds ago (or already expired) it removed."""
         now = self._now()
-        return self._write(
+        return self._forget(self._write(
             "DELETE FROM answers WHERE created < ? OR (expires IS NOT NULL AND expires <= ?)",
             (now - _check_age(max_age_s), now),
-        )
+        ))
 
     def clear(self) -> None:
         """Returns nothing; removes every entry."""
