@@ -1,23 +1,32 @@
 """The FastAPI app: the API's routes and error handlers, the Gradio workbench mounted at ``/ui``, the body
-limit and the metrics middleware, the lifespan (warm the engine up, close it); and `serve`, which runs it."""
+guard, the Host allow-list, the metrics and access-log middleware, the guarded /metrics, the lifespan (warm
+the engine up, close it); and `serve`, which runs it with connection limits and a header deadline."""
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
+import json
 import logging
+import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
-from docpipe.errors import DependencyError, DocpipeError
-from docpipe.server.errors import _BodyLimit, _install_error_handlers
-from docpipe.server.options import TOKEN_ENV, ServeOptions
+from docpipe.errors import ConfigError, DependencyError, DocpipeError
+from docpipe.server.errors import _BodyLimit, _error_body, _install_error_handlers, _send_json, route_of
+from docpipe.server.options import (
+    METRICS_TOKEN_ENV,
+    METRICS_TOKEN_FILE_ENV,
+    ServeOptions,
+    check_exposure,
+    is_loopback,
+)
 from docpipe.server.routes import _install_routes
 from docpipe.server.storage import ResultStore
 
 try:  # the serve extra; create_app says how to install it when missing
     # At module level: FastAPI reads the endpoints' (string) annotations in this module's namespace.
-    from fastapi.responses import RedirectResponse
+    from fastapi import Request
+    from fastapi.responses import RedirectResponse, Response
 except ImportError:  # pragma: no cover
     pass
 
@@ -30,10 +39,14 @@ if TYPE_CHECKING:
 __all__ = ["create_app", "serve"]
 
 logger = logging.getLogger(__name__)
+# One line per request: client address, method, route template, status, seconds. Never the raw path or the
+# query string (document ids, workbench file names, ?name=), which uvicorn's own access log would show.
+access_logger = logging.getLogger("docpipe.access")
 
 
 class _Observe:
-    """Counts every request by method, route template (not the raw path) and status, with its latency."""
+    """Counts every request by method, route template (not the raw path) and status, with its latency, and
+    writes the access line."""
 
     def __init__(self, app: Any, *, metrics: Metrics, ui_path: str | None) -> None:
         self.app = app
@@ -44,9 +57,7 @@ class _Observe:
         path = scope.get("path", "")
         if self.ui_path and (path == self.ui_path or path.startswith(self.ui_path + "/")):
             return self.ui_path  # Gradio's own routes: one label, not one per file or event
-        route = scope.get("route")
-        template = getattr(route, "path", None)
-        return template if isinstance(template, str) else "unmatched"
+        return route_of(scope)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -67,9 +78,112 @@ class _Observe:
         finally:
             self.metrics.in_flight.dec()
             error = scope.get("docpipe.error") or (f"http_{status}" if status >= 400 else None)
-            self.metrics.observe_request(
-                scope.get("method", ""), self._route(scope), status, time.perf_counter() - started, error
-            )
+            seconds = time.perf_counter() - started
+            method, route = scope.get("method", ""), self._route(scope)
+            self.metrics.observe_request(method, route, status, seconds, error)
+            client = scope.get("client") or ("-", 0)
+            access_logger.info('%s - "%s %s" %d %.3fs', client[0], method, route, status, seconds)
+
+
+class _TrustedHosts:
+    """Answers 400 to a request whose Host header is not one of `allowed` (a DNS-rebinding page reaches a
+    loopback server under its own name), and 403 to a state-changing request whose Origin is another site's
+    (a cross-site form post to a token-less loopback server). ``"*"`` in `allowed` turns the check off."""
+
+    def __init__(self, app: Any, *, allowed: tuple[str, ...]) -> None:
+        self.app = app
+        self.allowed = frozenset(allowed)
+        self.any = "*" in self.allowed
+
+    def _ok(self, host: str | None) -> bool:
+        return self.any or (host is not None and host in self.allowed)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        raw_host = headers.get(b"host", b"").decode("latin-1")
+        if not self._ok(_host_of(raw_host)):
+            scope["docpipe.error"] = "bad_host"
+            message = (f"this server does not answer to the host name {raw_host[:100]!r}: open it as one of "
+                       f"{', '.join(sorted(self.allowed))}, or start it with that name allowed (allowed_hosts)")
+            await self._refuse(scope, send, 400, "bad_host", message)
+            return
+        origin = headers.get(b"origin")
+        if origin is not None and scope.get("method", "GET") not in ("GET", "HEAD", "OPTIONS"):
+            text = origin.decode("latin-1")
+            if not self._ok(_host_of(text.partition("://")[2])):
+                scope["docpipe.error"] = "cross_site"
+                message = (f"cross-site request from {text[:100]!r} refused: call the API from a program (no Origin "
+                           "header) or from the workbench this server serves")
+                await self._refuse(scope, send, 403, "cross_site", message)
+                return
+        await self.app(scope, receive, send)
+
+    @staticmethod
+    async def _refuse(scope: dict[str, Any], send: Any, status: int, kind: str, message: str) -> None:
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+        else:
+            await _send_json(send, status, _error_body(kind, message))
+
+
+def _host_of(value: str) -> str | None:
+    """Returns the host name of a Host header (or of an origin without its scheme), lower case, IPv6 in
+    brackets, without the port; None when it is malformed.
+
+    >>> _host_of("LocalHost:8000"), _host_of("[::1]:8000"), _host_of("127.0.0.1"), _host_of("a b")
+    ('localhost', '[::1]', '127.0.0.1', None)
+    """
+    value = value.strip().lower()
+    if value.startswith("["):
+        host, sep, rest = value.partition("]")
+        host, port = host + sep, rest.removeprefix(":")
+    else:
+        host, _, port = value.partition(":")
+    if not host or (port and not port.isdigit()) or any(ch in host for ch in " /\\@?#"):
+        return None
+    return host.rstrip(".")
+
+
+def _install_metrics_route(app: FastAPI, options: ServeOptions, metrics: Metrics) -> None:
+    """Defines the guarded ``GET /metrics``: with a metrics token, only ``Authorization: Bearer <it>``; without
+    one, only loopback clients of a loopback-bound server; with a separate metrics port, nobody here."""
+    loopback_server = is_loopback(options.host)
+
+    @app.get("/metrics", tags=["service"], summary="Prometheus metrics", response_class=Response,
+             responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"},
+                        401: {"description": "Missing or wrong metrics token"},
+                        404: {"description": "Metrics are not served to this client here"}})
+    def guarded_metrics(request: Request) -> Response:
+        """Returns the Prometheus metrics: needs the metrics token (``DOCPIPE_METRICS_TOKEN``) when one is set;
+        without one, answers loopback clients of a loopback-bound server only."""
+        if options.metrics_port is not None:
+            return _refusal(request, 404, "not_found", "metrics are served on "
+                            f"http://127.0.0.1:{options.metrics_port}/metrics (--metrics-port), not here")
+        if options.metrics_token is not None:
+            scheme, _, given = (request.headers.get("authorization") or "").partition(" ")
+            if scheme.lower() != "bearer" or not secrets.compare_digest(
+                given.strip().encode(), options.metrics_token.encode()
+            ):
+                return _refusal(request, 401, "unauthorized", "/metrics needs Authorization: Bearer <the metrics "
+                                f"token> (the server's {METRICS_TOKEN_ENV})", {"WWW-Authenticate": "Bearer"})
+        elif not (loopback_server and request.client is not None and is_loopback(request.client.host)):
+            return _refusal(request, 404, "not_found", "/metrics answers only this machine when no metrics token "
+                            f"is set: give the server {METRICS_TOKEN_ENV} or {METRICS_TOKEN_FILE_ENV} and send it "
+                            "as a bearer token, or use --metrics-port")
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
+
+
+def _refusal(
+    request: Request, status: int, kind: str, message: str, headers: dict[str, str] | None = None
+) -> Response:
+    from fastapi.responses import JSONResponse
+
+    request.scope["docpipe.error"] = kind
+    return JSONResponse(_error_body(kind, message), status_code=status, headers=headers)
 
 
 # -- the app ------------------------------------------------------------------------------------------------
@@ -125,17 +239,22 @@ def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Met
     app.state.ingests = asyncio.Semaphore(max(1, options.max_concurrent_ingests))
     app.state.analyses = asyncio.Semaphore(max(1, options.max_concurrent_analyses))
     _install_error_handlers(app)
+    # Before the routes: this /metrics is matched first (routes.py's unguarded one is to be removed).
+    _install_metrics_route(app, options, metrics)
     _install_routes(app)
     if options.ui:
         _mount_ui(app, dp, options)
-    # Added last = outermost: the observer sees the 413s the body limit sends.
+    # Added last = outermost: the observer sees the 400s of the host check and the 413s of the body guard.
     app.add_middleware(
         _BodyLimit,
         upload_bytes=options.max_upload_bytes,
         json_bytes=options.max_json_bytes,
         upload_path="/v1/documents",
         ui_path=options.ui_path if options.ui else None,
+        grace_s=options.body_timeout_s,
+        min_bytes_per_s=options.body_min_bytes_per_s,
     )
+    app.add_middleware(_TrustedHosts, allowed=options.allowed_host_names())
     app.add_middleware(_Observe, metrics=metrics, ui_path=options.ui_path if options.ui else None)
     return app
 
@@ -146,8 +265,10 @@ Upload a contract (PDF), ask questions about it, get answers whose quotes are ch
 * Authentication: when the server has a token, send `Authorization: Bearer <token>` on every `/v1` route
   except `/v1/health`.
 * Errors: `{"error": {"type": ..., "message": ...}}`; the message says what to fix. 400 bad input,
-  401 missing/wrong token, 403 wrong document password, 404 unknown id, 413 body too large, 415 not a PDF,
-  422 unreadable PDF / password required / invalid request, 502 engine error, 503 engine unavailable.
+  401 missing/wrong token, 403 wrong document password or cross-site request, 404 unknown id, 408 body too
+  slow, 413 body too large, 415 not a PDF (or not sent as application/pdf or multipart/form-data),
+  422 unreadable PDF / password required / invalid request, 502 engine error, 503 engine unavailable,
+  507 the server's disk is full.
 * Priority: questions go to the engine ahead of bulk analysis.
 """
 
@@ -196,31 +317,121 @@ def _close_engine(dp: DocPipe) -> None:
 
 
 # -- running ------------------------------------------------------------------------------------------------
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+_is_loopback = is_loopback  # the name app.py used before options.py had it
+
+
+def _raw_reply(status: bytes, kind: str, message: str) -> bytes:
+    body = json.dumps(_error_body(kind, message)).encode()
+    return (b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\ncontent-length: "
+            + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
+
+
+def _head_deadline_protocol(header_timeout_s: float, max_head_bytes: int) -> type:
+    """Returns uvicorn's h11 protocol with a deadline and a size limit for each request's line and headers.
+
+    uvicorn arms no timer until a first response is sent, so a client that connects and sends nothing, or
+    half a header, holds a connection (and a `limit_concurrency` slot) forever. Here a connection waiting
+    for a request head gets `header_timeout_s` from its first byte (or from connecting); then 408 and close.
+    h11 bounds only a head that arrives in pieces (`max_incomplete_event_size`); one sent whole is checked
+    here, so a head over `max_head_bytes` gets 431 either way."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    timed_out = _raw_reply(b"408 Request Timeout", "header_timeout", f"the request line and headers did not "
+                           f"arrive within {header_timeout_s:g} s: send the whole request")
+    too_large = _raw_reply(b"431 Request Header Fields Too Large", "headers_too_large", f"the request line and "
+                           f"headers are over {max_head_bytes // 1024} KB: send fewer or shorter headers")
+
+    class HeadDeadlineH11Protocol(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._head_timer = self.loop.call_later(header_timeout_s, self._head_timed_out)
+
+        def data_received(self, data: bytes) -> None:
+            if self.conn.their_state is h11.IDLE and self._head_too_large(data):
+                self._cancel_head_timer()
+                self.transport.write(too_large)
+                self.transport.close()
+                return
+            super().data_received(data)
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                if self._head_timer is None:  # the first bytes of a head: its deadline starts now
+                    self._head_timer = self.loop.call_later(header_timeout_s, self._head_timed_out)
+            else:
+                self._cancel_head_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel_head_timer()
+            super().connection_lost(exc)
+
+        def _head_too_large(self, data: bytes) -> bool:
+            pending = self.conn.trailing_data[0] + data
+            return pending.find(b"\r\n\r\n", 0, max_head_bytes + 4) == -1 and len(pending) > max_head_bytes
+
+        def _cancel_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.write(timed_out)
+                self.transport.close()
+
+    return HeadDeadlineH11Protocol
+
+
+def _configure_access_log(level: str) -> None:
+    """Gives our access line a handler like uvicorn's own (whose access log is off: it shows raw paths)."""
+    if not access_logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        access_logger.addHandler(handler)
+        access_logger.propagate = False
+    access_logger.setLevel(level.upper())
 
 
 def serve(dp: DocPipe, options: ServeOptions) -> int:
-    """Returns the exit code after serving until interrupted (Ctrl-C or SIGTERM)."""
+    """Returns the exit code after serving until interrupted (Ctrl-C or SIGTERM).
+
+    Refuses (ConfigError) a non-loopback address without authentication, or with the workbench but no
+    login, unless ``options.insecure``."""
     try:
         import uvicorn
     except ImportError as exc:
         raise DependencyError("docpipe serve needs uvicorn: pip install 'docpipe[serve]'") from exc
-    if not _is_loopback(options.host):
-        if options.token is None:
-            logger.warning("serving on %s without a token: anyone who can reach it can upload and ask "
-                           "(set --token or %s)", options.host, TOKEN_ENV)
-        if options.ui and options.ui_auth is None:
-            logger.warning("the workbench at %s on %s has no login: add --ui-auth user:password or --no-ui",
-                           options.ui_path, options.host)
+    check_exposure(options)
+    if options.insecure and not is_loopback(options.host):
+        logger.warning("serving %s with --insecure: check that only trusted machines can reach it", options.host)
     app = create_app(dp, options)
-    uvicorn.run(
-        app, host=options.host, port=options.port, log_level=options.log_level,
-        timeout_graceful_shutdown=10, server_header=False,
-    )
+    _configure_access_log(options.log_level)
+    metrics_server = _start_metrics_listener(app, options.metrics_port) if options.metrics_port else None
+    try:
+        uvicorn.run(
+            app, host=options.host, port=options.port, log_level=options.log_level,
+            timeout_graceful_shutdown=10, server_header=False, access_log=False,
+            http=_head_deadline_protocol(options.header_timeout_s, options.max_header_kb * 1024),
+            h11_max_incomplete_event_size=options.max_header_kb * 1024,
+            limit_concurrency=options.limit_concurrency,
+            timeout_keep_alive=options.keep_alive_s,  # type: ignore[arg-type]  # call_later takes a float
+        )
+    finally:
+        if metrics_server is not None:
+            metrics_server.shutdown()
     return 0
+
+
+def _start_metrics_listener(app: FastAPI, port: int) -> Any:
+    """Returns prometheus_client's WSGI server, started on 127.0.0.1:`port` in a thread of its own."""
+    from prometheus_client import start_wsgi_server
+
+    try:
+        server, _thread = start_wsgi_server(port, addr="127.0.0.1", registry=app.state.metrics.registry)
+    except OSError as exc:
+        raise ConfigError(f"cannot serve metrics on 127.0.0.1:{port} ({exc.strerror}): choose another "
+                          "--metrics-port") from exc
+    logger.info("metrics on http://127.0.0.1:%d/metrics", port)
+    return server

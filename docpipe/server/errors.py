@@ -1,14 +1,19 @@
 """Errors over HTTP: a `DocpipeError` becomes a status and ``{"error": {"type": ..., "message": ...}}`` whose
-message says what to fix; the body-size limit answers 413 before a too-large body is read."""
+message says what to fix (and never shows a server path); the body guard answers 413 before a too-large body
+is read, 415 before an upload of the wrong type is read, and 408 when a body trickles in too slowly."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import json
 import logging
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import (
+    BusyError,
     ConfigError,
     DependencyError,
     DocpipeError,
@@ -35,7 +40,7 @@ except ImportError:  # pragma: no cover
 if TYPE_CHECKING:
     from fastapi import FastAPI, Request
 
-__all__ = ["BodyTooLarge", "error_status"]
+__all__ = ["BodyTimeout", "BodyTooLarge", "error_status"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,10 +59,26 @@ _STATUS: list[tuple[type[DocpipeError], int, str]] = [
     (ExtractionTimeoutError, 422, "extraction_timeout"),
     (ExtractionError, 422, "extraction_failed"),
     (EngineUnavailableError, 503, "engine_unavailable"),
+    (BusyError, 503, "busy"),
     (EngineError, 502, "engine_error"),
     (DependencyError, 500, "server_misconfigured"),
     (StoreError, 500, "store_error"),
 ]
+
+
+# A write the disk (or a quota, or a file-size limit) refused: the server is out of storage, not broken.
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _out_of_space(exc: BaseException) -> bool:
+    """Returns True when `exc`, or an OSError it was raised from, says the disk is full."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 8:
+        if isinstance(current, OSError) and current.errno in _NO_SPACE:
+            return True
+        current, seen = current.__cause__ or current.__context__, seen + 1
+    return False
 
 
 def error_status(exc: DocpipeError) -> tuple[int, str]:
@@ -68,6 +89,8 @@ def error_status(exc: DocpipeError) -> tuple[int, str]:
     >>> error_status(ConfigError("the question is empty: ask something about the document"))
     (422, 'invalid_request')
     """
+    if _out_of_space(exc):
+        return 507, "insufficient_storage"
     if isinstance(exc, ConfigError):
         # The engine's settings (URL, key, model) are the operator's to fix, not the caller's.
         return (502, "engine_misconfigured") if "url" in exc.context else (422, "invalid_request")
@@ -87,7 +110,17 @@ def _http_message(exc: DocpipeError) -> str:
         return f"the password does not open {name}: check it (the user or the owner password both work)"
     if isinstance(exc, EngineUnavailableError):
         return f"the answer engine is unavailable, try again in a moment ({exc})"
+    if _out_of_space(exc):
+        return _NO_SPACE_MESSAGE
+    if isinstance(exc, StoreError):
+        # The library's message names the store's folder: the operator's to see (in the log), not a client's.
+        return ("the server cannot read or write its store: try again later; the operator finds the cause in "
+                "the server log")
     return str(exc)
+
+
+_NO_SPACE_MESSAGE = ("the server has no room left to store this: try again later; the operator must free disk "
+                     "space (the server log says where)")
 
 
 def _error_body(kind: str, message: str) -> dict[str, Any]:
@@ -101,6 +134,13 @@ class BodyTooLarge(_HTTPException):  # type: ignore[misc,valid-type]
         super().__init__(413, detail=message)
 
 
+class BodyTimeout(_HTTPException):  # type: ignore[misc,valid-type]
+    """The body arrived too slowly (408); the connection is closed after the answer."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(408, detail=message, headers={"Connection": "close"})
+
+
 # -- ASGI middleware ----------------------------------------------------------------------------------------
 async def _send_json(send: Any, status: int, body: dict[str, Any]) -> None:
     payload = json.dumps(body).encode()
@@ -112,28 +152,56 @@ async def _send_json(send: Any, status: int, body: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
+_UPLOAD_TYPES = ("application/pdf", "multipart/form-data")
+
+
 class _BodyLimit:
-    """Refuses bodies over the limit with 413: at once when Content-Length says so (nothing is read), else
-    as soon as the streamed body passes it. Uploads (`upload_path`, and everything under `ui_path`: Gradio's
-    own uploads) get `upload_bytes`, everything else `json_bytes`."""
+    """Guards request bodies before the app reads them.
+
+    - Size: over the limit gets 413, at once when Content-Length says so (nothing is read), else as soon as the
+      streamed body passes it. Uploads (`upload_path`, and everything under `ui_path`: Gradio's own uploads)
+      get `upload_bytes`, everything else `json_bytes`.
+    - Type: a POST to `upload_path` must be application/pdf or multipart/form-data, else 415 before the body is
+      read (a cross-site "simple request" with text/plain or a urlencoded form is refused).
+    - Time: after `grace_s` from the app's first read, the body must have come at `min_bytes_per_s` on average,
+      else 408 and the connection is closed (a body trickled in to hold a connection open forever)."""
 
     def __init__(
-        self, app: Any, *, upload_bytes: int, json_bytes: int, upload_path: str, ui_path: str | None
+        self,
+        app: Any,
+        *,
+        upload_bytes: int,
+        json_bytes: int,
+        upload_path: str,
+        ui_path: str | None,
+        grace_s: float = 30.0,
+        min_bytes_per_s: int = 16 * 1024,
     ) -> None:
         self.app = app
         self.upload_bytes = upload_bytes
         self.json_bytes = json_bytes
         self.upload_path = upload_path
         self.ui_prefix = ui_path.rstrip("/") + "/" if ui_path else None
+        self.grace_s = grace_s
+        self.min_bytes_per_s = min_bytes_per_s
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "")
+        headers = dict(scope.get("headers") or [])
+        if scope.get("method") == "POST" and path.rstrip("/") == self.upload_path:
+            media = headers.get(b"content-type", b"").decode("latin-1").partition(";")[0].strip().lower()
+            if media not in _UPLOAD_TYPES:
+                scope["docpipe.error"] = "unsupported_media_type"
+                message = (f"uploads must be Content-Type: application/pdf (the PDF as the body) or "
+                           f'multipart/form-data (the PDF in the field "file"), not {media[:60] or "none"!r}')
+                await _send_json(send, 415, _error_body("unsupported_media_type", message))
+                return
         uploading = path.rstrip("/") == self.upload_path or (self.ui_prefix and path.startswith(self.ui_prefix))
         limit, flag = (self.upload_bytes, "--max-upload-mb") if uploading else (self.json_bytes, "--max-json-kb")
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+        declared = headers.get(b"content-length")
         if declared is not None:
             try:
                 size = int(declared)
@@ -145,14 +213,32 @@ class _BodyLimit:
                 await _send_json(send, 413, _error_body("body_too_large", _too_large(size, limit, flag)))
                 return
         received = 0
+        first_read: float | None = None
+        complete = False
 
         async def limited() -> dict[str, Any]:
-            nonlocal received
-            message = await receive()
+            nonlocal received, first_read, complete
+            if complete:  # the body is in; later reads wait for a disconnect, as long as the response takes
+                return await receive()
+            now = time.monotonic()
+            first_read = now if first_read is None else first_read
+            deadline = first_read + self.grace_s + received / self.min_bytes_per_s
+            try:
+                message = await asyncio.wait_for(receive(), timeout=max(0.0, deadline - now))
+            except asyncio.TimeoutError:
+                scope["docpipe.error"] = "body_timeout"
+                raise BodyTimeout(
+                    f"the body arrived too slowly ({received} bytes in {time.monotonic() - first_read:.0f} s; this "
+                    f"server wants {self.min_bytes_per_s // 1024} KB/s after the first {self.grace_s:g} s): "
+                    "send it again over a faster connection"
+                ) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+                complete = not message.get("more_body", False)
                 if received > limit:
                     raise BodyTooLarge(_too_large(None, limit, flag))
+            else:
+                complete = True
             return message
 
         await self.app(scope, limited, send)
@@ -162,6 +248,13 @@ def _too_large(size: int | None, limit: int, flag: str) -> str:
     what = f"the body is {size / 1048576:.1f} MB" if size is not None else "the body is over the limit"
     return (f"{what}; this server takes at most {limit / 1048576:.2f} MB here: send less (split the document or "
             f"the questions), or start the server with a larger {flag}")
+
+
+def route_of(scope: dict[str, Any]) -> str:
+    """Returns the request's route template (``/v1/documents/{doc_id}/ask``), never the raw path: logs and
+    metrics must not carry document ids or workbench file names."""
+    template = getattr(scope.get("route"), "path", None)
+    return template if isinstance(template, str) else "unmatched"
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -177,23 +270,45 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def docpipe_error(request: Request, exc: DocpipeError):
         status, kind = error_status(exc)
         if status >= 500:
-            logger.warning("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
-        headers = {"Retry-After": "10"} if status == 503 else None
+            logger.warning("%s %s failed: %s: %s", request.method, route_of(request.scope), type(exc).__name__, exc)
+        retry = getattr(exc, "retry_after_s", 10)
+        headers = {"Retry-After": str(int(retry))} if status == 503 else None
         return respond(request, status, kind, _http_message(exc), headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
-        problems = []
+        problems, unicode = [], False
         for error in exc.errors()[:10]:
             where = ".".join(str(part) for part in error.get("loc", ()) if part != "body") or "body"
             problems.append(f"{where}: {error.get('msg', 'invalid')}")
+            unicode = unicode or error.get("type") == "bad_unicode"
+        if unicode:
+            return respond(request, 400, "bad_unicode", "; ".join(problems))
         message = "invalid request: " + "; ".join(problems) + " (the request formats are at /docs)"
         return respond(request, 422, "invalid_request", message)
+
+    @app.exception_handler(UnicodeEncodeError)
+    async def bad_unicode(request: Request, exc: UnicodeEncodeError):
+        # Text that cannot be encoded reached the pipeline: a lone surrogate ("\ud800" in JSON) from the client.
+        if "surrogate" not in str(exc.reason):
+            return await unexpected(request, exc)
+        return respond(request, 400, "bad_unicode", "the request holds text that is not valid Unicode (a lone "
+                       "surrogate such as \\ud800): send well-formed UTF-8 text")
+
+    @app.exception_handler(OSError)
+    async def os_error(request: Request, exc: OSError):
+        if isinstance(exc, DocpipeError):
+            return await docpipe_error(request, exc)
+        if not _out_of_space(exc):
+            return await unexpected(request, exc)
+        logger.error("%s %s: the disk is full: %s", request.method, route_of(request.scope), exc)
+        return respond(request, 507, "insufficient_storage", _NO_SPACE_MESSAGE)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
-        kind = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}.get(
+        kind = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+                405: "method_not_allowed", 408: "body_timeout", 413: "body_too_large"}.get(
             exc.status_code, f"http_{exc.status_code}"
         )
         if exc.status_code == 404 and detail == "Not Found":
@@ -206,7 +321,8 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def unexpected(request: Request, exc: Exception):
         # Sent by Starlette's outermost middleware; the traceback goes to the log, not to the client.
         reference = uuid.uuid4().hex[:12]
-        logger.exception("unexpected error %s in %s %s", reference, request.method, request.url.path)
+        logger.error("unexpected error %s in %s %s", reference, request.method, route_of(request.scope),
+                     exc_info=(type(exc), exc, exc.__traceback__))
         return JSONResponse(
             _error_body("internal_error", f"unexpected server error (reference {reference}): see the server log"),
             status_code=500,

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import re
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 __all__ = [
     "AnalyzeRequest",
@@ -25,6 +28,23 @@ __all__ = [
 
 # -- request and response models (the OpenAPI description is built from these) ----------------------------
 Mode = Literal["auto", "think", "no_think"]
+
+# JSON may spell a lone UTF-16 surrogate ("\\ud800"); Python accepts it in a str, but no encoder does.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_unicode(model: BaseModel) -> None:
+    """Raises a ``bad_unicode`` validation error (answered 400) for a text field holding a lone surrogate."""
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and _SURROGATE.search(text):
+                raise PydanticCustomError(
+                    "bad_unicode",
+                    '"{field}" is not valid Unicode (it holds a lone surrogate such as \\ud800): send well-formed '
+                    "UTF-8 text",
+                    {"field": name},
+                )
 
 
 class ErrorDetail(BaseModel):
@@ -65,6 +85,7 @@ class AskRequest(BaseModel):
 
     @model_validator(mode="after")
     def _one_form(self) -> AskRequest:
+        _check_unicode(self)
         if (self.question is None) == (self.questions is None):
             raise ValueError('send either "question" (a string) or "questions" (a list of strings)')
         return self
@@ -118,6 +139,11 @@ class AnalyzeRequest(BaseModel):
     mode: Mode = Field("think", description="Thinking mode for the analysis (default think).")
     password: str | None = Field(None, description="The PDF's password, for encrypted documents.")
     use_cache: bool = Field(True, description="Read and write the answer cache.")
+
+    @model_validator(mode="after")
+    def _valid_unicode(self) -> AnalyzeRequest:
+        _check_unicode(self)
+        return self
 
 
 class ReportOut(BaseModel):
