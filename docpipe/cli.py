@@ -103,16 +103,77 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--token", help="bearer token required on /v1 (except /v1/health); or env DOCPIPE_SERVE_TOKEN")
+    p.add_argument(
+        "--token", help=argparse.SUPPRESS  # visible in `ps`: kept for old scripts, --token-file or the env instead
+    )
+    p.add_argument(
+        "--token-file", type=Path,
+        help="file holding the server's single bearer token (or env DOCPIPE_SERVE_TOKEN); per-user keys: docpipe keys",
+    )
+    p.add_argument(
+        "--insecure", action="store_true",
+        help="allow a non-loopback address without API keys or workbench login (never on a shared network)",
+    )
+    p.add_argument(
+        "--retention-days", type=float,
+        help="delete answers, reports and uploaded documents older than this many days (swept hourly)",
+    )
     p.add_argument("--max-upload-mb", type=float, default=50, help="largest PDF upload, in MB (default 50)")
     p.add_argument("--max-json-kb", type=float, default=1024, help="largest JSON request, in KB (default 1024)")
     p.add_argument("--max-questions", type=int, default=64, help="most questions per ask request (default 64)")
     p.add_argument("--no-ui", action="store_true", help="serve the API only, without the Gradio workbench")
-    p.add_argument("--ui-auth", help="user:password login for the workbench at /ui; or env DOCPIPE_UI_AUTH")
+    p.add_argument("--ui-auth", help=argparse.SUPPRESS)  # visible in `ps`: --ui-auth-file or the env instead
+    p.add_argument(
+        "--ui-auth-file", type=Path, help="file holding user:password for the workbench login (or env DOCPIPE_UI_AUTH)"
+    )
+    p.add_argument(
+        "--allowed-host", action="append", metavar="NAME",
+        help="a Host name the server answers to (repeat; default: localhost, 127.0.0.1, ::1 and the bound address)",
+    )
+    p.add_argument(
+        "--metrics-port", type=int, help="serve /metrics on 127.0.0.1:PORT only, in a listener of its own"
+    )
+    p.add_argument(
+        "--metrics-token-file", type=Path, help="file holding a bearer token for /metrics (or DOCPIPE_METRICS_TOKEN)"
+    )
     p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
     p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
     p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8001/v1")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="server log")
+
+    p = sub.add_parser("keys", parents=[common], help="create, list and revoke per-user API keys for docpipe serve")
+    keys = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    k = keys.add_parser("create", parents=[common], help="create a key (printed once; only its hash is kept)")
+    k.add_argument("--user", required=True, help="who the key is for, e.g. alice")
+    k.add_argument(
+        "--matter", dest="grants", action="append", default=[], metavar="MATTER[:ROLE]",
+        help="a matter the key may use, with role read (default), write or admin; '*' is every matter (repeat)",
+    )
+    k.add_argument("--note", default="", help="a note kept with the key, e.g. the client or the laptop")
+    k.add_argument("--json", action="store_true", help="print JSON")
+    k = keys.add_parser("list", parents=[common], help="list the keys (never their secrets)")
+    k.add_argument("--json", action="store_true", help="print JSON")
+    k = keys.add_parser("revoke", parents=[common], help="revoke a key: it stops working at once, also in a running server")
+    k.add_argument("key_id", metavar="KEY_ID", help="the key's id (docpipe keys list)")
+
+    p = sub.add_parser("matters", parents=[common], help="list the matters and their documents")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("audit", parents=[common], help="read the access log: who did what to which document, when")
+    p.add_argument("--matter", help="only this matter")
+    p.add_argument("--user", help="only this user")
+    p.add_argument("--document", help="only this document (id or its first characters)")
+    p.add_argument("--since", help="only from this ISO date or time on, e.g. 2026-12-01")
+    p.add_argument("--verify", action="store_true", help="check the log's hash chain: no line removed or changed")
+    p.add_argument("--json", action="store_true", help="print JSON lines")
+
+    p = sub.add_parser(
+        "rm", parents=[common], help="delete documents: their PDF, text, indexes, answers, reports and cache entries"
+    )
+    p.add_argument("targets", nargs="*", metavar="FILE_OR_ID", help="a PDF (hashed to find it) or a document id")
+    p.add_argument("--matter", help="remove from this matter only (the file stays while another matter holds it)")
+    p.add_argument("--delete-matter", action="store_true", help="delete the whole --matter with everything in it")
+    p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser(
         "eval-retrieval",
@@ -360,6 +421,137 @@ def _cmd_eval_analysis(dp, args) -> int:
     return 0
 
 
+def _cmd_keys(dp, args) -> int:
+    from datetime import UTC, datetime
+
+    from docpipe.keys import KeyStore, parse_grants
+
+    keys = KeyStore(dp.store.root)
+    if args.keys_command == "create":
+        secret, key = keys.create(args.user, parse_grants(args.grants), note=args.note)
+        if args.json:
+            _emit({**key.to_dict(), "key": secret})
+        else:
+            grants = ", ".join(f"{m}:{r}" for m, r in key.grants.items())
+            print(secret)
+            print(f"key {key.key_id} for {key.user} ({grants}): shown once, keep it safe; "
+                  f"revoke with docpipe keys revoke {key.key_id}", file=sys.stderr)
+        return 0
+    if args.keys_command == "revoke":
+        key = keys.revoke(args.key_id)
+        print(f"revoked key {key.key_id} of {key.user}")
+        return 0
+    listed = keys.keys()
+    if args.json:
+        _emit([k.to_dict() for k in listed])
+        return 0
+    if not listed:
+        print("No keys: docpipe keys create --user NAME --matter MATTER[:read|write|admin]")
+    for key in listed:
+        made = datetime.fromtimestamp(key.created, UTC).strftime("%Y-%m-%d %H:%M")
+        state = "revoked" if key.revoked else "active"
+        grants = ", ".join(f"{m}:{r}" for m, r in key.grants.items())
+        print(f"{key.key_id}  {state:8} {key.user:16} {grants}  (created {made} UTC){'  ' + key.note if key.note else ''}")
+    return 0
+
+
+def _cmd_matters(dp, args) -> int:
+    from docpipe.matters import MatterStore
+
+    store = MatterStore(dp.store.root)
+    data = [
+        {"matter": m, "documents": [{"id": d.id, "name": d.name, "added_by": d.added_by} for d in store.documents(m)]}
+        for m in store.matters()
+    ]
+    if args.json:
+        _emit(data)
+        return 0
+    if not data:
+        print("No matters yet: documents uploaded to docpipe serve go into one (X-Matter, or the key's only matter).")
+    for item in data:
+        print(f"{item['matter']}: {len(item['documents'])} documents")
+        for doc in item["documents"]:
+            print(f"    {doc['id'][:12]}  {doc['name']}  (added by {doc['added_by']})")
+    return 0
+
+
+def _cmd_audit(dp, args) -> int:
+    from docpipe.accesslog import AccessLog
+
+    log = AccessLog(dp.store.root)
+    if args.verify:
+        intact, lines, broken = log.verify()
+        if not intact:
+            print(f"docpipe: error: the access log is broken at line {broken} of {lines}: a line was removed or "
+                  f"changed ({log.path})", file=sys.stderr)
+            return EXIT_ERROR
+        print(f"access log intact: {lines} lines, each naming the one before")
+        return 0
+    entries = log.read(matter=args.matter, user=args.user, document=args.document, since=args.since)
+    for entry in entries:
+        if args.json:
+            print(json.dumps(entry, ensure_ascii=False, sort_keys=True))
+            continue
+        doc = (entry.get("document") or "")[:12] or "-"
+        asked = f" questions {len(entry['questions_sha256'])}" if entry.get("questions_sha256") else ""
+        print(f"{entry['time']}  {entry['user']:12} {entry['matter']:16} {entry['action']:16} {doc:12} "
+              f"{entry['outcome']}{asked}")
+    return 0
+
+
+def _cmd_rm(dp, args) -> int:
+    from dataclasses import asdict
+
+    from docpipe.errors import ConfigError, FileMissingError
+    from docpipe.keys import check_matter_name
+    from docpipe.server.housekeeping import Housekeeper, Removed
+
+    keeper = Housekeeper(dp)
+    if args.matter:
+        check_matter_name(args.matter)
+    if args.delete_matter:
+        if not args.matter or args.targets:
+            raise ConfigError("--delete-matter deletes a whole matter: docpipe rm --matter NAME --delete-matter")
+        removed = keeper.delete_matter(args.matter)
+    else:
+        if not args.targets:
+            raise ConfigError("name what to delete: docpipe rm FILE_OR_ID... (or --matter NAME --delete-matter)")
+        removed = Removed()
+        for target in args.targets:
+            doc_id = _doc_id_of(target, dp)
+            if doc_id is None:
+                raise FileMissingError(f"no stored document matches {target!r}: give the PDF or its id (docpipe matters)")
+            removed += keeper.remove(args.matter, doc_id) if args.matter else keeper.purge(doc_id)
+    if args.json:
+        _emit(asdict(removed))
+    else:
+        print(f"removed {removed.documents} matter records, {removed.results} answers and reports, "
+              f"{removed.cached_answers} cached answers; {removed.purged} documents left the store")
+    return 0
+
+
+def _doc_id_of(target: str, dp) -> str | None:
+    """Returns the id a target names: a PDF's SHA-256, a full id, or an unambiguous id prefix (12+ chars)."""
+    from docpipe.errors import ConfigError
+    from docpipe.store import sha256_hex
+
+    path = Path(target)
+    if path.is_file():
+        return sha256_hex(path.read_bytes())
+    lowered = target.lower()
+    if len(lowered) < 12 or lowered.strip("0123456789abcdef"):
+        return None
+    from docpipe.matters import MatterStore
+
+    ids = [d for d in dp.store.document_ids() if d.startswith(lowered)]
+    matters = MatterStore(dp.store.root)
+    ids += [d.id for m in matters.matters() for d in matters.documents(m) if d.id.startswith(lowered)]
+    ids = sorted(set(ids))
+    if len(ids) > 1:
+        raise ConfigError(f"{target!r} matches {len(ids)} documents: give more of the id")
+    return ids[0] if ids else None
+
+
 def _run_ui(argv: list[str]) -> int:
     try:
         from ui.app import main as ui_main
@@ -370,22 +562,37 @@ def _run_ui(argv: list[str]) -> int:
 
 
 def _cmd_serve(dp, args) -> int:
-    from docpipe.server import UI_AUTH_ENV, ServeOptions, parse_ui_auth, resolve_token, serve
+    from docpipe.keys import KeyStore
+    from docpipe.server import ServeOptions, serve
+    from docpipe.server.options import resolve_metrics_token, resolve_token, resolve_ui_auth
 
+    if args.token or args.ui_auth:
+        logging.getLogger("docpipe.serve").warning(
+            "a secret on the command line is visible to every user of this machine (ps): use --token-file / "
+            "--ui-auth-file or the environment (DOCPIPE_SERVE_TOKEN, DOCPIPE_UI_AUTH)"
+        )
+    keys = KeyStore(dp.store.root)
     options = ServeOptions(
         host=args.host,
         port=args.port,
-        token=resolve_token(args.token),
+        token=resolve_token(args.token, token_file=args.token_file),
+        access=keys if keys.configured() else None,
+        insecure=args.insecure,
+        allowed_hosts=tuple(args.allowed_host) if args.allowed_host else None,
         max_upload_mb=args.max_upload_mb,
         max_json_kb=args.max_json_kb,
         max_questions=args.max_questions,
         ui=not args.no_ui,
-        ui_auth=parse_ui_auth(args.ui_auth or os.environ.get(UI_AUTH_ENV)),
+        ui_auth=resolve_ui_auth(args.ui_auth, auth_file=args.ui_auth_file),
         log_level=args.log_level,
+        metrics_token=resolve_metrics_token(args.metrics_token_file),
+        metrics_port=args.metrics_port,
+        retention_days=args.retention_days,
     )
     where = f"http://{args.host}:{args.port}"
     ui = f", workbench {where}{options.ui_path}/" if options.ui else ""
-    print(f"docpipe serve: API {where}/v1 (docs {where}/docs, metrics {where}/metrics{ui})", file=sys.stderr)
+    auth = "per-user API keys" if options.access else "the server token" if options.token else "none (this machine only)"
+    print(f"docpipe serve: API {where}/v1 (docs {where}/docs{ui}); authentication: {auth}", file=sys.stderr)
     return serve(dp, options)
 
 
@@ -397,6 +604,10 @@ _COMMANDS = {
     "analyze": _cmd_analyze,
     "eval-analysis": _cmd_eval_analysis,
     "serve": _cmd_serve,
+    "keys": _cmd_keys,
+    "matters": _cmd_matters,
+    "audit": _cmd_audit,
+    "rm": _cmd_rm,
 }
 
 

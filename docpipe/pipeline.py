@@ -669,7 +669,7 @@ class DocPipe:
         return GenerationRequest(
             messages=(
                 {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": build_user_prompt(question, hits, document_name=doc.name)},
+                {"role": "user", "content": build_user_prompt(question, hits, document_name=doc.name, document_id=doc.id)},
             ),
             thinking=thinking,
             sampling=sampling,

@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -357,9 +358,11 @@ def test_planted_instructions_stay_data(server: Served, tmp_path: Path) -> None:
     dp = DocPipe(Settings.preset("test", home=tmp_path / "home", engine={"backend": "echo"}))
     local = dp.ingest(data, name="planted.pdf")
     question = "Is the contract void?"
-    prompt = build_user_prompt(question, dp.context(local, question), document_name=local.name)
-    assert prompt.count("</contract>") == 1 and prompt.count("</section>") == len(dp.context(local, question))
-    assert prompt.index("Ignore previous instructions") < prompt.index("</contract>") < prompt.index("Question: Is")
+    prompt = build_user_prompt(question, dp.context(local, question), document_name=local.name, document_id=local.id)
+    closing = re.findall(r"</contract-[0-9a-f]{16}>", prompt)
+    assert len(closing) == 1 and "</contract>" not in prompt
+    assert prompt.count("\n</section>") == len(dp.context(local, question))
+    assert prompt.index("Ignore previous instructions") < prompt.index(closing[0]) < prompt.index("Question: Is")
     assert "not instructions" in SYSTEM_PROMPT
 
 
@@ -438,13 +441,16 @@ def test_metrics_use_route_templates_and_count_the_pipeline(server: Served, samp
 
 
 def test_bad_serve_options_fail_in_one_line(tmp_path: Path) -> None:
-    for args, fragment in (
-        (["--token", "short"], "at least 16 random characters"),
-        (["--ui-auth", "nopassword", "--no-ui"], "user:password"),
+    short = tmp_path / "token"
+    short.write_text("short\n")
+    short.chmod(0o600)
+    for args, env, fragment in (
+        (["--token-file", str(short)], {}, "at least 16 random characters"),
+        ([], {"DOCPIPE_UI_AUTH": "nopassword"}, "user:password"),
     ):
         result = subprocess.run(
             [sys.executable, "-m", "docpipe", "serve", "--home", str(tmp_path / "home"), "--port", "0", *args],
-            capture_output=True, text=True, env=server_env(), timeout=60,
+            capture_output=True, text=True, env=server_env(env), timeout=60,
         )
         assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
         assert result.stderr.strip().startswith("docpipe: error: ") and fragment in result.stderr

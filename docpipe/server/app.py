@@ -11,7 +11,11 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
+from docpipe.accesslog import AccessLog
 from docpipe.errors import ConfigError, DependencyError, DocpipeError
+from docpipe.keys import KeyStore
+from docpipe.matters import MatterStore
+from docpipe.server.housekeeping import Housekeeper
 from docpipe.server.errors import _BodyLimit, _error_body, _install_error_handlers, _send_json, route_of
 from docpipe.server.options import (
     METRICS_TOKEN_ENV,
@@ -236,7 +240,11 @@ def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Met
     app.state.metrics = metrics
     app.state.results = results
     app.state.started = started
-    app.state.ingests = asyncio.Semaphore(max(1, options.max_concurrent_ingests))
+    # Matters, per-user keys and the access log live in the store, beside the documents they govern.
+    app.state.keys = KeyStore(dp.store.root)
+    app.state.matters = MatterStore(dp.store.root)
+    app.state.audit = AccessLog(dp.store.root)
+    app.state.housekeeper = Housekeeper(dp, app.state.matters, results)
     app.state.analyses = asyncio.Semaphore(max(1, options.max_concurrent_analyses))
     _install_error_handlers(app)
     # Before the routes: this /metrics is matched first (routes.py's unguarded one is to be removed).

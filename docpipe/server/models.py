@@ -199,3 +199,37 @@ _UPLOAD_BODY = {
         },
     }
 }
+
+
+# -- matters and their documents ----------------------------------------------------------------------------
+class MatterOut(BaseModel):
+    name: str = Field(description="The matter's name, e.g. deal-x.")
+    role: str = Field(description="Your role in it: read, write or admin.")
+    documents: int = Field(description="Documents in the matter.")
+
+
+class MattersOut(BaseModel):
+    user: str = Field(description="Who the key belongs to.")
+    matters: list[MatterOut]
+
+
+class MatterDocumentOut(BaseModel):
+    id: str = Field(description="The document's id in this matter: the SHA-256 of the PDF.")
+    name: str = Field(description="The name it was uploaded under in this matter.")
+    added: float = Field(description="When it was first uploaded into this matter (Unix time).")
+    added_by: str = Field(description="Who uploaded it first.")
+    encrypted: bool
+
+
+class DocumentList(BaseModel):
+    matter: str
+    documents: list[MatterDocumentOut]
+
+
+class Deleted(BaseModel):
+    matter: str
+    deleted: str = Field(description="What was deleted: a document id, or the matter's name.")
+    documents: int = Field(description="Documents removed from the matter.")
+    answers_and_reports: int = Field(description="Stored answers and reports removed.")
+    purged: int = Field(description="Documents whose PDF, text, indexes and cached answers left the store "
+                        "(no other matter holds them).")

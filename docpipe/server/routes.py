@@ -1,15 +1,22 @@
-"""The ``/v1`` endpoints (upload, ask, analyze, stored answers and reports, health) and ``/metrics``."""
+"""The ``/v1`` endpoints: matters, upload, list, delete, ask, analyze, stored answers and reports, health.
+
+Every route but health acts for a caller in a matter (`docpipe.server.access`): it sees only that matter's
+documents, answers and reports, and every action on contract content is written to the access log."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import tempfile
 import time
 import unicodedata
 import uuid
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any
 
-from docpipe.errors import ConfigError, EmptyFileError, InputError
+from docpipe.errors import ConfigError, EmptyFileError, InputError, PasswordRequiredError
+from docpipe.server.access import MATTER_HEADER, AccessDenied, Caller, authenticate, choose_matter
 from docpipe.server.models import (
     _ERRORS,
     _UPLOAD_BODY,
@@ -17,11 +24,14 @@ from docpipe.server.models import (
     AnswerOut,
     AskRequest,
     AskResponse,
+    Deleted,
     DocumentInfo,
+    DocumentList,
     Health,
+    MattersOut,
     ReportOut,
 )
-from docpipe.server.options import TOKEN_ENV, ServeOptions, check_token
+from docpipe.server.options import TOKEN_ENV, ServeOptions
 
 try:  # the serve extra; create_app says how to install it when missing
     # At module level: FastAPI reads the endpoints' (string) annotations in this module's namespace.
@@ -35,6 +45,11 @@ except ImportError:  # pragma: no cover
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from docpipe.accesslog import AccessLog
+    from docpipe.document import Document
+    from docpipe.server.housekeeping import Housekeeper
+    from docpipe.keys import KeyStore
+    from docpipe.matters import MatterDocument, MatterStore
     from docpipe.metrics import Metrics
     from docpipe.pipeline import DocPipe
     from docpipe.server.storage import ResultStore
@@ -55,10 +70,10 @@ def _safe_name(raw: str | None) -> str:
     return (name or "document.pdf")[:120]
 
 
-def _doc_info(doc: Any) -> dict[str, Any]:
+def _doc_info(doc: Any, record: MatterDocument) -> dict[str, Any]:
     return {
         "id": doc.id,
-        "name": doc.name,
+        "name": record.name,
         "pages": len(doc.pages),
         "sections": len(doc.sections),
         "extractor": doc.extractor,
@@ -69,6 +84,16 @@ def _doc_info(doc: Any) -> dict[str, Any]:
             if not page.ok
         ],
     }
+
+
+def _http(exc: AccessDenied) -> Exception:
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    return _HTTPException(exc.status, detail=exc.message, headers=headers)
+
+
+def _is_key(caller: Caller) -> bool:
+    """Returns True for a per-user key (grants are per key; the shared token and the local user get none)."""
+    return caller.key_id not in ("local", "token")
 
 
 def _install_routes(app: FastAPI) -> None:
@@ -82,36 +107,80 @@ def _install_routes(app: FastAPI) -> None:
     options: ServeOptions = app.state.options
     results: ResultStore = app.state.results
     metrics: Metrics = app.state.metrics
+    keys: KeyStore = app.state.keys
+    matters: MatterStore = app.state.matters
+    audit: AccessLog = app.state.audit
+    housekeeper: Housekeeper = app.state.housekeeper
+    spool_dir = dp.store.root / "tmp"
 
-    bearer = HTTPBearer(auto_error=False, description=f"The server's token (--token or {TOKEN_ENV}).")
-
-    def require_token(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-        given = f"Bearer {credentials.credentials}" if credentials is not None else None
-        if not check_token(options.token, given):
-            message = (
-                "missing bearer token: send the header Authorization: Bearer <token> (the server's --token)"
-                if credentials is None
-                else "wrong bearer token: check the token the server was started with"
-            )
-            raise _HTTPException(401, detail=message, headers={"WWW-Authenticate": "Bearer"})
-
-    api = APIRouter(
-        prefix="/v1",
-        tags=["documents"],
-        dependencies=[Depends(require_token)] if options.token is not None else [],
-        responses=_ERRORS,
+    bearer = HTTPBearer(
+        auto_error=False,
+        description=f"A per-user API key (docpipe keys create) or the server's token ({TOKEN_ENV}).",
     )
+
+    def principal_of(credentials: HTTPAuthorizationCredentials | None):
+        header = f"Bearer {credentials.credentials}" if credentials is not None else None
+        try:
+            return authenticate(keys, options.token, header)
+        except AccessDenied as exc:
+            raise _http(exc) from None
+
+    def caller(role: str):
+        def dependency(
+            credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
+            x_matter: str | None = Header(
+                None, alias=MATTER_HEADER, description="The matter to act in (default: your key's only matter)."
+            ),
+            matter: str | None = Query(None, description=f"The matter, if not in the {MATTER_HEADER} header."),
+        ) -> Caller:
+            try:
+                return choose_matter(principal_of(credentials), x_matter or matter, role)
+            except AccessDenied as exc:
+                raise _http(exc) from None
+
+        return dependency
+
+    reader, writer, admin = Depends(caller("read")), Depends(caller("write")), Depends(caller("admin"))
+    api = APIRouter(prefix="/v1", tags=["documents"], responses=_ERRORS)
     public = APIRouter(prefix="/v1", tags=["service"])
 
-    def load_source(doc_id: str) -> bytes:
-        source = dp.store.load_source(doc_id) if _DOC_ID.match(doc_id) else None
-        if source is None:
+    def logged(who: Caller, action: str, document: str | None = None, questions: list[str] | None = None):
+        """Runs the action's body under an access-log line: written after it, with its outcome."""
+
+        class _Entry:
+            def __enter__(self) -> None:
+                return None
+
+            def __exit__(self, kind, exc, _tb) -> None:
+                outcome = "ok" if exc is None else getattr(exc, "__class__", type(exc)).__name__
+                audit.record(
+                    user=who.user, key_id=who.key_id, matter=who.matter, action=action, document=document,
+                    question=questions, outcome=outcome,
+                )
+
+        return _Entry()
+
+    def matter_record(who: Caller, doc_id: str) -> MatterDocument:
+        record = matters.get(who.matter, doc_id) if _DOC_ID.match(doc_id) else None
+        if record is None:
             raise _HTTPException(
                 404,
-                detail=f"no document with id {doc_id[:80]!r} on this server: upload the PDF first "
+                detail=f"no document with id {doc_id[:80]!r} in matter {who.matter!r}: upload the PDF first "
                 "(POST /v1/documents returns its id, the SHA-256 of the file)",
             )
-        return source
+        return record
+
+    def open_document(who: Caller, doc_id: str, password: str | None) -> Document:
+        """Returns the matter's view of the document; an encrypted one needs its password or a key that
+        proved it (a grant)."""
+        record = matter_record(who, doc_id)
+        authorized = not record.encrypted or (_is_key(who) and who.key_id in record.granted)
+        if not authorized and not password:
+            raise PasswordRequiredError(f"{record.name} is encrypted", path=record.name)
+        doc = dp.document(doc_id, password=password, authorized=authorized, name=record.name, matter=who.matter)
+        if doc is None:
+            raise _HTTPException(404, detail=f"document {doc_id[:12]} is no longer stored: upload the PDF again")
+        return doc
 
     def check_questions(questions: list[str]) -> list[str]:
         if not questions:
@@ -131,90 +200,175 @@ def _install_routes(app: FastAPI) -> None:
                 )
         return questions
 
+    # -- matters ---------------------------------------------------------------------------------------
+    @api.get("/matters", response_model=MattersOut, summary="Your matters")
+    def list_matters(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> dict[str, Any]:
+        """Returns the matters your key may use, with your role and their document counts."""
+        principal = principal_of(credentials)
+        names = set(principal.matters()) | (set(matters.matters()) if principal.everywhere else set())
+        return {
+            "user": principal.user,
+            "matters": [
+                {"name": m, "role": principal.role(m), "documents": len(matters.documents(m))} for m in sorted(names)
+            ],
+        }
+
+    @api.delete("/matters/{matter_name}", response_model=Deleted, summary="Delete a matter")
+    def delete_matter(matter_name: str, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> dict:
+        """Deletes everything of the matter: its documents (and their PDF, text, indexes and cached answers
+        when no other matter holds the same file), answers and reports. Needs the admin role."""
+        try:
+            who = choose_matter(principal_of(credentials), matter_name, "admin")
+        except AccessDenied as exc:
+            raise _http(exc) from None
+        with logged(who, "delete_matter"):
+            removed = housekeeper.delete_matter(who.matter)
+        return {"matter": who.matter, "deleted": who.matter, "documents": removed.documents,
+                "answers_and_reports": removed.results, "purged": removed.purged}
+
+    # -- documents -------------------------------------------------------------------------------------
     @api.post(
         "/documents",
         response_model=DocumentInfo,
         summary="Upload a PDF",
         openapi_extra=_UPLOAD_BODY,
-        description="Ingests the PDF (extract, section, index; cached by content) and returns its id. "
-        "The file name is used for display only; the PDF is stored under its SHA-256.",
+        description="Ingests the PDF into the matter (extract, section, index; cached by content) and returns "
+        "its id. The file name is used for display only; the PDF is stored under its SHA-256.",
     )
     async def upload(
         request: Request,
         name: str | None = Query(None, description="Display name for a raw-body upload, e.g. contract.pdf."),
         x_document_password: str | None = Header(None, description="The PDF's password, if it is encrypted."),
+        who: Caller = writer,
     ) -> dict[str, Any]:
         content_type = request.headers.get("content-type", "")
         password = x_document_password
-        if content_type.startswith("multipart/form-data"):
-            async with request.form(max_files=1, max_fields=8) as form:
-                upload_file = form.get("file")
-                if upload_file is None or isinstance(upload_file, str):
-                    raise InputError('the multipart upload has no file: send the PDF in the field "file"')
-                data = await upload_file.read()
-                label = name or upload_file.filename
-                field = form.get("password")
-                if isinstance(field, str) and field:
-                    password = field
-        else:
-            data = await request.body()
-            label = name
-        if not data:
-            raise EmptyFileError("the upload is empty (0 bytes): send the PDF as the body or the field \"file\"")
-        async with app.state.ingests:  # extraction runs a worker process per document: a few at a time
-            doc = await run_in_threadpool(dp.ingest, data, password=password or None, name=_safe_name(label))
+        # Spooled to a private file as it arrives: waiting uploads hold disk, not memory.
+        spool_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, spool = tempfile.mkstemp(dir=spool_dir, prefix="upload-", suffix=".pdf")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                if content_type.startswith("multipart/form-data"):
+                    async with request.form(max_files=1, max_fields=8) as form:
+                        upload_file = form.get("file")
+                        if upload_file is None or isinstance(upload_file, str):
+                            raise InputError('the multipart upload has no file: send the PDF in the field "file"')
+                        while chunk := await upload_file.read(1 << 20):
+                            out.write(chunk)
+                        label = name or upload_file.filename
+                        field = form.get("password")
+                        if isinstance(field, str) and field:
+                            password = field
+                else:
+                    async for chunk in request.stream():
+                        out.write(chunk)
+                    label = name
+                size = out.tell()
+            if not size:
+                raise EmptyFileError("the upload is empty (0 bytes): send the PDF as the body or the field \"file\"")
+            digest = await run_in_threadpool(_sha256_file, spool)
+            with logged(who, "upload", digest):
+                doc = await run_in_threadpool(dp.ingest, spool, password=password or None, name=_safe_name(label))
+                record = matters.add(
+                    who.matter, doc.id, name=_safe_name(label), user=who.user, key_id=who.key_id,
+                    encrypted=doc.encrypted, grant=_is_key(who),
+                )
+        finally:
+            os.unlink(spool)
         metrics.documents.inc()
-        return _doc_info(doc)
+        return _doc_info(doc, record)
 
-    def ask_sync(doc_id: str, body: AskRequest) -> dict[str, Any]:
+    @api.get("/documents", response_model=DocumentList, summary="The matter's documents")
+    def list_documents(who: Caller = reader) -> dict[str, Any]:
+        """Returns the documents of the matter: id, the name it was uploaded under here, when and by whom."""
+        docs = matters.documents(who.matter)
+        return {
+            "matter": who.matter,
+            "documents": [
+                {"id": d.id, "name": d.name, "added": d.added, "added_by": d.added_by, "encrypted": d.encrypted}
+                for d in docs
+            ],
+        }
+
+    @api.get("/documents/{doc_id}", response_model=DocumentInfo, summary="One document")
+    def get_document(doc_id: str, who: Caller = reader) -> dict[str, Any]:
+        """Returns the document's pages, sections and warnings (no contract text)."""
+        record = matter_record(who, doc_id)
+        doc = dp.document(doc_id, authorized=True, name=record.name, matter=who.matter)
+        if doc is None:
+            raise _HTTPException(404, detail=f"document {doc_id[:12]} is no longer stored: upload the PDF again")
+        return _doc_info(doc, record)
+
+    @api.delete("/documents/{doc_id}", response_model=Deleted, summary="Delete a document")
+    def delete_document(doc_id: str, who: Caller = writer) -> dict[str, Any]:
+        """Removes the document from the matter with its answers and reports; when no other matter holds the
+        same file, its PDF, extracted text, indexes and cached answers leave the store too."""
+        matter_record(who, doc_id)
+        with logged(who, "delete_document", doc_id):
+            removed = housekeeper.remove(who.matter, doc_id)
+        return {"matter": who.matter, "deleted": doc_id, "documents": removed.documents,
+                "answers_and_reports": removed.results, "purged": removed.purged}
+
+    def ask_sync(who: Caller, doc_id: str, body: AskRequest) -> dict[str, Any]:
         questions = check_questions(body.all_questions())
-        source = load_source(doc_id)
-        answers = dp.ask_many(
-            source, questions, k=body.k, mode=body.mode, password=body.password, use_cache=body.use_cache
-        )
-        out = []
-        for answer in answers:
-            record = {**answer.to_dict(), "id": uuid.uuid4().hex}
-            results.save("answers", record["id"], record)
-            out.append(record)
+        with logged(who, "ask", doc_id, questions):
+            doc = open_document(who, doc_id, body.password)
+            answers = dp.ask_many(doc, questions, k=body.k, mode=body.mode, use_cache=body.use_cache)
+            out = []
+            for answer in answers:
+                record = {**answer.to_dict(), "id": uuid.uuid4().hex}
+                results.save("answers", record["id"], record, matter=who.matter, document_id=doc_id)
+                out.append(record)
         return {"document_id": doc_id, "answers": out}
 
     @api.post("/documents/{doc_id}/ask", response_model=AskResponse, summary="Ask questions")
-    async def ask(doc_id: str, body: AskRequest) -> dict[str, Any]:
+    async def ask(doc_id: str, body: AskRequest, who: Caller = reader) -> dict[str, Any]:
         """Returns one answer per question, in order, with checked citations; each answer is stored by its id."""
-        return await run_in_threadpool(ask_sync, doc_id, body)
+        return await run_in_threadpool(ask_sync, who, doc_id, body)
 
-    def analyze_sync(doc_id: str, body: AnalyzeRequest) -> dict[str, Any]:
-        source = load_source(doc_id)
-        report = dp.analyze(
-            source, body.categories, mode=body.mode, password=body.password, use_cache=body.use_cache
-        )
-        record = report.to_dict()
-        results.save("reports", str(record["id"]), record)
+    def analyze_sync(who: Caller, doc_id: str, body: AnalyzeRequest) -> dict[str, Any]:
+        with logged(who, "analyze", doc_id, list(body.categories or [])):
+            doc = open_document(who, doc_id, body.password)
+            report = dp.analyze(doc, body.categories, mode=body.mode, use_cache=body.use_cache)
+            record = report.to_dict()
+            results.save("reports", str(record["id"]), record, matter=who.matter, document_id=doc_id)
         return record
 
     @api.post("/documents/{doc_id}/analyze", response_model=ReportOut, summary="Analyse a contract")
-    async def analyze(doc_id: str, body: AnalyzeRequest) -> dict[str, Any]:
+    async def analyze(doc_id: str, body: AnalyzeRequest, who: Caller = reader) -> dict[str, Any]:
         """Returns the clause checklist report (all categories, or those named); stored by its id.
         Runs behind interactive questions in the engine's queue."""
-        if not callable(getattr(dp, "analyze", None)):
-            raise _HTTPException(501, detail="contract analysis is not available in this docpipe version")
         async with app.state.analyses:
-            return await run_in_threadpool(analyze_sync, doc_id, body)
+            return await run_in_threadpool(analyze_sync, who, doc_id, body)
+
+    def stored(kind: str, key: str, who: Caller, password: str | None) -> dict[str, Any]:
+        record = results.load(kind, key, matter=who.matter)
+        if record is None:
+            what = kind[:-1]
+            raise _HTTPException(
+                404, detail=f"no {what} with id {key[:80]!r} in matter {who.matter!r}: use an id an "
+                f"{'ask' if what == 'answer' else 'analyze'} returned"
+            )
+        with logged(who, f"read_{kind[:-1]}", str(record.get("document_id", ""))):
+            # The answer quotes the contract: an encrypted PDF's answers need what its text needs.
+            open_document(who, str(record.get("document_id", "")), password)
+        return record
 
     @api.get("/answers/{answer_id}", response_model=AnswerOut, summary="A stored answer")
-    def get_answer(answer_id: str) -> dict[str, Any]:
-        record = results.load("answers", answer_id)
-        if record is None:
-            raise _HTTPException(404, detail=f"no answer with id {answer_id[:80]!r}: use an id an ask returned")
-        return record
+    def get_answer(
+        answer_id: str,
+        x_document_password: str | None = Header(None, description="The PDF's password, if it is encrypted."),
+        who: Caller = reader,
+    ) -> dict[str, Any]:
+        return stored("answers", answer_id, who, x_document_password)
 
     @api.get("/reports/{report_id}", response_model=ReportOut, summary="A stored report")
-    def get_report(report_id: str) -> dict[str, Any]:
-        record = results.load("reports", report_id)
-        if record is None:
-            raise _HTTPException(404, detail=f"no report with id {report_id[:80]!r}: use an id an analyze returned")
-        return record
+    def get_report(
+        report_id: str,
+        x_document_password: str | None = Header(None, description="The PDF's password, if it is encrypted."),
+        who: Caller = reader,
+    ) -> dict[str, Any]:
+        return stored("reports", report_id, who, x_document_password)
 
     @public.get("/health", response_model=Health, summary="Liveness")
     def health() -> dict[str, Any]:
@@ -228,11 +382,13 @@ def _install_routes(app: FastAPI) -> None:
             "uptime_s": round(time.time() - app.state.started, 3),
         }
 
-    @app.get("/metrics", tags=["service"], summary="Prometheus metrics", response_class=Response,
-             responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
-    def prometheus() -> Response:
-        body, content_type = metrics.render()
-        return Response(body, media_type=content_type)
-
     app.include_router(api)
     app.include_router(public)
+
+
+def _sha256_file(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

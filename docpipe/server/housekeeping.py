@@ -1,0 +1,95 @@
+"""Deletion and retention across every place a document leaves traces: its matters' records, the stored
+answers and reports, the answer cache and the content-addressed store (PDF, extracted text, indexes).
+The server's DELETE routes, its retention sweep and ``docpipe rm`` all go through `Housekeeper`."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from docpipe.matters import MatterStore
+from docpipe.server.storage import ResultStore
+
+if TYPE_CHECKING:
+    from docpipe.pipeline import DocPipe
+
+__all__ = ["Housekeeper", "Removed"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Removed:
+    """Returns nothing; counts what one deletion removed."""
+
+    documents: int = 0
+    results: int = 0
+    purged: int = 0
+    cached_answers: int = 0
+
+    def __iadd__(self, other: Removed) -> Removed:
+        self.documents += other.documents
+        self.results += other.results
+        self.purged += other.purged
+        self.cached_answers += other.cached_answers
+        return self
+
+
+class Housekeeper:
+    """Returns what it removed; removes a document from a matter, a whole matter, or a document everywhere.
+
+    The store underneath is shared by content: a file leaves it (PDF, text, indexes, cached answers) only
+    when no matter holds it any more. While another matter still does, the cached answers about it go anyway
+    (cheap to recompute; they may quote what the leaving matter asked about).
+    """
+
+    def __init__(self, dp: DocPipe, matters: MatterStore | None = None, results: ResultStore | None = None) -> None:
+        self.dp = dp
+        self.matters = matters or MatterStore(dp.store.root)
+        self.results = results or ResultStore(dp.store.root / "serve")
+
+    def _settle(self, doc_id: str) -> Removed:
+        if self.matters.holders(doc_id):
+            return Removed(cached_answers=self.dp.forget_answers(doc_id))
+        cached = self.dp.forget_answers(doc_id)
+        return Removed(purged=int(self.dp.store.delete_document(doc_id)), cached_answers=cached)
+
+    def remove(self, matter: str, doc_id: str) -> Removed:
+        """Removes the document from `matter` (its record, answers and reports), then settles the store."""
+        held = self.matters.remove(matter, doc_id)
+        removed = Removed(documents=int(held), results=self.results.delete_document(doc_id, matter=matter))
+        removed += self._settle(doc_id)
+        return removed
+
+    def delete_matter(self, matter: str) -> Removed:
+        """Removes the whole matter: its documents' records, its answers and reports, then settles the store
+        for each of its documents."""
+        ids = self.matters.delete_matter(matter)
+        removed = Removed(documents=len(ids), results=self.results.delete_matter(matter))
+        for doc_id in ids:
+            removed += self._settle(doc_id)
+        return removed
+
+    def purge(self, doc_id: str) -> Removed:
+        """Removes the document from every matter and from the store: nothing of it is left."""
+        removed = Removed()
+        for matter in self.matters.holders(doc_id):
+            removed += Removed(documents=int(self.matters.remove(matter, doc_id)))
+        removed.results += self.results.delete_document(doc_id)
+        removed.cached_answers += self.dp.forget_answers(doc_id)
+        removed.purged += int(self.dp.delete_document(doc_id))
+        return removed
+
+    def sweep(self, max_age_s: float) -> Removed:
+        """Removes what is older than `max_age_s`: stored answers and reports, cached answers, and documents
+        uploaded into a matter that long ago (with what they left in the store)."""
+        cutoff = time.time() - max_age_s
+        removed = Removed(results=self.results.sweep(max_age_s), cached_answers=self.dp.sweep_answers(max_age_s))
+        for matter in self.matters.matters():
+            for record in self.matters.documents(matter):
+                if record.added < cutoff:
+                    removed += self.remove(matter, record.id)
+        logger.info("retention sweep: %s", removed)
+        return removed
