@@ -99,7 +99,7 @@ def _serve(dp: DocPipe, *, gradio_size_limit: bool = True, **options) -> Iterato
     upload_mb = options.setdefault("max_upload_mb", 5)
     demo = build_app(dp, **options)
     port = _free_port()
-    kwargs = launch_kwargs(max_upload_mb=upload_mb)
+    kwargs = launch_kwargs(max_upload_mb=upload_mb, store_root=dp.store.root)
     if not gradio_size_limit:
         kwargs.pop("max_file_size")
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **kwargs)
@@ -348,8 +348,9 @@ def test_main_binds_loopback_and_asks_for_login(repo_root: Path, tmp_path: Path)
     import httpx
 
     port = _free_port()
-    env = {**os.environ, "DOCPIPE_HOME": str(tmp_path), "GRADIO_ANALYTICS_ENABLED": "False",
-           "DOCPIPE_UI_AUTH": "alice:s3cret"}
+    uploads = tmp_path / "gradio"
+    env = {**os.environ, "DOCPIPE_HOME": str(tmp_path / "home"), "GRADIO_ANALYTICS_ENABLED": "False",
+           "DOCPIPE_UI_AUTH": "alice:s3cret", "GRADIO_TEMP_DIR": str(uploads)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "ui.app", "--preset", "test", "--port", str(port)],
         cwd=repo_root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -370,8 +371,20 @@ def test_main_binds_loopback_and_asks_for_login(repo_root: Path, tmp_path: Path)
             assert client.post("/login", data={"username": "alice", "password": "wrong"}).status_code == 400
             assert client.post("/login", data={"username": "alice", "password": "s3cret"}).status_code == 200
             assert client.get("/config").status_code == 200
-            # No allowed_paths: files outside Gradio's upload cache are not served.
-            assert client.get("/gradio_api/file=/etc/passwd").status_code in (403, 404)
+            # A file in Gradio's upload folder is served: the refusals below come from Gradio's path check
+            # (no allowed_paths; blocked_paths over the store and /etc), not from the router.
+            mine = uploads / "0123abcd" / "note.txt"
+            mine.parent.mkdir(parents=True, exist_ok=True)
+            mine.write_text("served")
+            assert client.get(f"/gradio_api/file={mine}").text == "served"
+            outside = tmp_path / "outside.txt"
+            (tmp_path / "home").mkdir(exist_ok=True)
+            in_store = tmp_path / "home" / "probe.txt"
+            for secret in (outside, in_store):
+                secret.write_text("secret")
+            for path in (outside, f"{uploads}/../{outside.name}", in_store, "/etc/passwd"):
+                response = client.get(f"/gradio_api/file={path}")
+                assert response.status_code == 403 and "secret" not in response.text, (path, response.status_code)
         with socket.socket() as sock:  # bound to loopback only
             addresses = {info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None)} - {"127.0.0.1"}
             for address in addresses:
@@ -510,3 +523,84 @@ def test_contract_analysis_tab_shows_the_checklist_and_downloads_it(
         assert "| Governing Law |" in files["md"].read_text(encoding="utf-8")
     finally:
         context.close()
+
+
+FOREIGN_CASES = ["outside", "dot-dot", "etc-passwd", "dev-zero", "symlink", "fifo", "planted"]
+
+
+@pytest.mark.parametrize("case", FOREIGN_CASES)
+def test_ingest_opens_only_what_its_upload_route_stored(
+    tmp_path: Path, sample_pdf: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    # The handler itself, called as Gradio calls it with a path from an API request: whatever Gradio's own
+    # checks did before (in `docpipe serve` they did nothing), the handler refuses without reading.
+    import shutil
+    import threading
+
+    uploads = tmp_path / "gradio"
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(uploads))
+    home = tmp_path / "home"
+    demo = build_app(DocPipe(Settings.preset("test", home=home)))
+    ingest = next(fn.fn for fn in demo.fns.values() if fn.api_name == "ingest")
+    outside = tmp_path / "outside" / "contract.pdf"
+    outside.parent.mkdir()
+    shutil.copyfile(sample_pdf, outside)
+    planted = uploads / "0123abcd" / "contract.pdf"
+    planted.parent.mkdir(parents=True)
+    path = {
+        "outside": str(outside), "dot-dot": f"{uploads}/../outside/contract.pdf", "etc-passwd": "/etc/passwd",
+        "dev-zero": "/dev/zero",
+    }.get(case, str(planted))
+    if case == "symlink":
+        planted.symlink_to(outside)
+    elif case == "fifo":
+        os.mkfifo(planted)
+    elif case == "planted":  # in Gradio's folder, as Gradio's own copies are, but never uploaded
+        shutil.copyfile(sample_pdf, planted)
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(ingest(path, "", {})), daemon=True)
+    worker.start()
+    worker.join(10)
+    try:
+        assert result, "the handler is still reading the file"
+        message, docs = result[0][0], result[0][1]
+        assert "dp-err" in message and "uploaded through this page" in message, message
+        assert docs == {} and not list(home.glob("docs/*"))
+        assert os.path.lexists(planted) or case not in ("symlink", "fifo", "planted")  # never deleted
+        assert outside.is_file()
+    finally:
+        if worker.is_alive() and case == "fifo":  # let a blocked open() of the FIFO return
+            os.close(os.open(planted, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(10)
+
+
+def test_gradio_sweeps_report_copies_from_its_cache(
+    tmp_path: Path, sample_pdf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Report downloads are copied into Gradio's cache; its sweep (delete_cache) is what removes those copies.
+    from gradio_client import Client, handle_file
+
+    uploads = tmp_path / "gradio"
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(uploads))
+    assert build_app(DocPipe(Settings.preset("test", home=tmp_path / "h0"))).delete_cache == ui.app.DELETE_CACHE
+    dp = DocPipe(Settings.preset("test", home=tmp_path / "home"))
+    demo = build_app(dp, delete_cache=(1, 1))
+    port = _free_port()
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
+                **launch_kwargs(max_upload_mb=5, store_root=dp.store.root))
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False, download_files=str(tmp_path / "client"))
+        ingested = client.predict([handle_file(str(sample_pdf))], "", api_name="/ingest")
+        assert "15 pages" in ingested[0], ingested
+        assert not list(uploads.rglob(sample_pdf.name))  # the upload went once ingested
+        analysed = client.predict(ingested[-2]["value"], ["Governing Law"], "auto", api_name="/analyze")
+        assert "1 categories" in analysed[0], (analysed[0], ingested)
+        copies = list(uploads.rglob("*-checklist.*"))
+        assert len(copies) == 3, sorted(uploads.rglob("*"))
+        deadline = time.monotonic() + 15
+        while any(p.exists() for p in copies) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(p.exists() for p in copies)
+        client.close()
+    finally:
+        demo.close()

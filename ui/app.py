@@ -11,9 +11,13 @@ Uses only docpipe's public API (the names in ``docpipe.__all__``). Run it with `
     demo.launch(server_name="127.0.0.1", **launch_kwargs(max_upload_mb=50))
 
 Safety defaults: binds 127.0.0.1, optional basic auth (``--auth user:password`` or ``DOCPIPE_UI_AUTH``),
-uploads capped in size and pages, no ``allowed_paths`` (Gradio serves only its own upload cache), each
-browser session sees only the documents it uploaded, and report downloads are written to a temporary folder
-the server creates for the session (never a path from the browser).
+uploads capped in size and pages, no ``allowed_paths`` (Gradio serves only its own upload cache) and
+``blocked_paths`` over the docpipe store, /dev, /proc, /sys and /etc, each browser session sees only the
+documents it uploaded, and report downloads are written to a temporary folder the server creates for the
+session (never a path from the browser). The ingest handler opens only regular files that this app's upload
+route stored in Gradio's upload folder, size-checked before reading, and deletes Gradio's copy once the
+document is in docpipe's store; Gradio's cache sweep (`DELETE_CACHE`) removes what is left (uploads never
+ingested, copies of report downloads) after an hour, and everything when the server stops.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -48,7 +53,10 @@ from docpipe import (
 if TYPE_CHECKING:
     import gradio as gr
 
-__all__ = ["build_app", "default_docpipe", "launch_kwargs", "main"]
+__all__ = [
+    "DELETE_CACHE", "UploadRefused", "UploadTooLarge", "build_app", "default_docpipe", "launch_kwargs", "main",
+    "read_upload", "remove_upload",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +77,11 @@ FOUND_LABELS = {
     "not_found": "no candidate found",
 }
 REPORT_FORMATS = (("csv", "CSV"), ("json", "JSON"), ("md", "Markdown"))
+# Gradio's cache sweep, (every, older than) in seconds: uploads that were never ingested and Gradio's copies of
+# report downloads are contract text at rest; they go after an hour, and all of them when the server stops.
+DELETE_CACHE = (3600, 3600)
+# Never served, nor copied into Gradio's cache, whatever a handler or an API call names (plus the store).
+BLOCKED_PATHS = ("/dev", "/proc", "/sys", "/etc")
 
 CSS = """
 #source-panel pre, #answer-text pre { white-space: pre-wrap; font-family: inherit; margin: 0; }
@@ -213,6 +226,67 @@ def write_report_files(report: ContractReport, folder: Path) -> list[Path]:
     return paths
 
 
+class UploadRefused(DocpipeError):
+    """A file path given to the workbench that is not a file this app's upload route stored."""
+
+
+class UploadTooLarge(UploadRefused):
+    """An upload over the size limit: refused before it is read."""
+
+
+def read_upload(path: str, *, uploaded: set[str] | frozenset[str], upload_root: str | Path, max_bytes: int) -> bytes:
+    """Returns the bytes of an upload, at most `max_bytes`; raises `UploadRefused` for anything but a regular
+    file that Gradio's upload route stored (`uploaded`, the paths it returned) inside `upload_root`.
+
+    A path from an API call is never trusted: with Gradio's own check off (``mount_gradio_app`` never marks the
+    app launched), it names any file on the server. Checked before opening: listed as uploaded, inside the
+    upload folder once symlinks are resolved, not a symlink, a regular file within the size limit; then opened
+    without following links or blocking (a FIFO or device put in its place is refused, never read).
+    """
+    path = os.fspath(path)
+    if path not in uploaded:
+        raise UploadRefused("this file was not uploaded through this page: choose it with the file picker")
+    root = os.path.realpath(upload_root)
+    real = os.path.realpath(path)
+    if os.path.commonpath([root, real]) != root or real == root:
+        raise UploadRefused("this file is not in the upload folder: choose it with the file picker")
+    try:
+        before = os.lstat(path)
+    except FileNotFoundError:
+        raise UploadRefused(
+            "the upload is no longer on the server (uploads are removed once ingested, and after an hour): "
+            "choose the file again and click Ingest"
+        ) from None
+    if not stat.S_ISREG(before.st_mode):
+        raise UploadRefused("this is not a regular file: choose a PDF file with the file picker")
+    if before.st_size > max_bytes:
+        raise UploadTooLarge(
+            f"the file is {before.st_size / 1048576:.1f} MB, over the upload limit of {max_bytes / 1048576:.3g} MB: "
+            "split it or ask the administrator to raise --max-upload-mb"
+        )
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        opened = os.fstat(handle.fileno())
+        # The same file that was checked, not one swapped in since.
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (before.st_dev, before.st_ino):
+            raise UploadRefused("the upload changed while it was being read: upload it again")
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise UploadTooLarge(f"the file is over the upload limit of {max_bytes / 1048576:.3g} MB")
+    return data
+
+
+def remove_upload(path: str, *, upload_root: str | Path) -> None:
+    """Deletes an upload Gradio stored (after `read_upload` accepted it), and its folder when that is empty."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    parent = os.path.dirname(os.path.abspath(path))
+    root = os.path.realpath(upload_root)
+    if os.path.realpath(parent) != root and os.path.commonpath([root, os.path.realpath(parent)]) == root:
+        with contextlib.suppress(OSError):  # not empty: another upload with the same content is in it
+            os.rmdir(parent)
+
+
 def _remove_folder(folder: str | None) -> None:
     # Called by Gradio when a session ends: its report files go with it.
     if folder:
@@ -236,6 +310,7 @@ def build_app(
     max_pages: int = 2000,
     concurrency: int = 16,
     max_queue: int = 64,
+    delete_cache: tuple[int, int] | None = DELETE_CACHE,
 ) -> gr.Blocks:
     """Returns the workbench as a queued `gr.Blocks` (Upload, Ask, Batch, Contract analysis tabs); launch it
     yourself.
@@ -243,7 +318,8 @@ def build_app(
     Launch it with `launch_kwargs` (`main` does): its ``max_file_size`` makes Gradio refuse big uploads
     before they are stored; the handler checks the size as well. `concurrency` events run at
     once, so concurrent questions reach the engine together and docpipe batches them; at most `max_queue`
-    more wait, beyond that users get Gradio's "busy, please try again".
+    more wait, beyond that users get Gradio's "busy, please try again". `delete_cache` is Gradio's sweep of
+    its cache, (every, older than) in seconds.
     """
     import gradio as gr
 
@@ -258,20 +334,29 @@ def build_app(
         paths = [files] if isinstance(files, str) else list(files or [])
         results: list[str] = []
         last: str | None = None
+        # Uploads a password could still open stay in the picker (and on disk) for another try.
+        pending: list[str] = []
         if not paths:
             results.append(_describe_error("no file", "choose one or more PDF files first"))
+        upload_root = demo.GRADIO_CACHE
         for path in paths:
             # Gradio's own upload cache path; the user's name is kept for display only.
             name = safe_name(getattr(path, "name", path))
             try:
-                size = os.path.getsize(path)
-                if size > max_bytes:
-                    results.append(_describe_error(
-                        name, f"the file is {size / 1048576:.1f} MB, over the upload limit of {max_upload_mb:g} MB: "
-                        "split it or ask the administrator to raise --max-upload-mb"))
-                    continue
-                with open(path, "rb") as handle:
-                    data = handle.read(max_bytes + 1)
+                # Only what this app's upload route stored: a path from an API call is never opened.
+                data = read_upload(path, uploaded=demo.upload_file_set, upload_root=upload_root,
+                                   max_bytes=max_bytes)
+            except UploadRefused as exc:
+                if isinstance(exc, UploadTooLarge):  # a real upload, of no use: it goes
+                    remove_upload(path, upload_root=upload_root)
+                results.append(_describe_error(name, str(exc)))
+                continue
+            except OSError as exc:
+                logger.warning("reading an upload failed: %s", exc.strerror)
+                results.append(_describe_error(name, "the upload could not be read: upload it again"))
+                continue
+            keep = False
+            try:
                 doc = dp.ingest(data, password=password or None, name=name)
                 if len(doc.pages) > max_pages:
                     results.append(_describe_error(
@@ -279,6 +364,8 @@ def build_app(
                         "split it or ask the administrator to raise --max-pages"))
                     continue
             except (PasswordRequiredError, WrongPasswordError) as exc:
+                keep = True
+                pending.append(path)
                 results.append(_describe_error(
                     name, f"{exc} - here: type the password in the Password field and click Ingest again"))
                 continue
@@ -289,6 +376,11 @@ def build_app(
                 logger.exception("ingesting %s failed", name)
                 results.append(_describe_error(name, "unexpected error while reading this file (see the server log)"))
                 continue
+            finally:
+                # The bytes are in docpipe's store (by content hash) or refused for good: Gradio's copy of
+                # the contract must not linger in its cache.
+                if not keep:
+                    remove_upload(path, upload_root=upload_root)
             docs.pop(doc.id, None)
             docs[doc.id] = doc
             while len(docs) > MAX_SESSION_DOCS:
@@ -303,6 +395,7 @@ def build_app(
             gr.Dropdown(choices=choices, value=value),
             gr.Dropdown(choices=choices, value=value),
             gr.Dropdown(choices=choices, value=value),
+            pending or None,
         )
 
     def _doc(docs: dict[str, Document] | None, doc_id: str | None) -> Document:
@@ -410,7 +503,7 @@ def build_app(
         ]
         return report_summary(report), report_rows(report), folder, *buttons
 
-    with gr.Blocks(title="docpipe contract workbench", analytics_enabled=False) as demo:
+    with gr.Blocks(title="docpipe contract workbench", analytics_enabled=False, delete_cache=delete_cache) as demo:
         docs_state = gr.State({})
         report_folder = gr.State(None, delete_callback=_remove_folder)
         gr.Markdown(
@@ -470,7 +563,8 @@ def build_app(
 
         # Extraction runs a worker process per document: fewer at once than questions.
         ingest_btn.click(
-            ingest, [files, password, docs_state], [upload_result, docs_state, ask_doc, batch_doc, analysis_doc],
+            ingest, [files, password, docs_state],
+            [upload_result, docs_state, ask_doc, batch_doc, analysis_doc, files],
             concurrency_limit=max(1, min(4, concurrency)), concurrency_id="ingest", api_name="ingest",
         )
         ask_event = dict(
@@ -495,10 +589,13 @@ def build_app(
     return demo
 
 
-def launch_kwargs(*, max_upload_mb: float = 50) -> dict[str, Any]:
-    """Returns the `launch` arguments the workbench wants besides host, port and auth."""
+def launch_kwargs(*, max_upload_mb: float = 50, store_root: str | Path | None = None) -> dict[str, Any]:
+    """Returns the `launch` (and `gr.mount_gradio_app`) arguments the workbench wants besides host, port and
+    auth; `store_root` (the docpipe store) joins the blocked paths."""
+    blocked = [*BLOCKED_PATHS, *([os.path.realpath(store_root)] if store_root is not None else [])]
     return {
         "max_file_size": int(max_upload_mb * 1024 * 1024),  # bytes: Gradio's "Nmb" strings take integers only
+        "blocked_paths": blocked,
         "show_error": False,  # messages from our handlers are shown; tracebacks stay in the server log
         "ssr_mode": False,
         # Gradio's run history keeps inputs and outputs (contract text) in the browser and can upload them
@@ -557,7 +654,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.launch(
         server_name=args.host, server_port=args.port, auth=auth,
         max_threads=max(40, args.concurrency + 8),
-        **launch_kwargs(max_upload_mb=args.max_upload_mb),
+        **launch_kwargs(max_upload_mb=args.max_upload_mb, store_root=dp.store.root),
     )
     return 0
 

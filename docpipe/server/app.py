@@ -297,11 +297,15 @@ def _mount_ui(app: FastAPI, dp: DocPipe, options: ServeOptions) -> None:
         ) from exc
     pages = dp.settings.extraction.max_pages
     demo = build_app(dp, max_upload_mb=options.max_upload_mb, max_pages=pages)
-    kwargs = launch_kwargs(max_upload_mb=options.max_upload_mb)
+    kwargs = launch_kwargs(max_upload_mb=options.max_upload_mb, store_root=dp.store.root)
     gr.mount_gradio_app(
         app, demo, path=options.ui_path, server_name=options.host, server_port=options.port,
         auth=options.ui_auth, **kwargs,
     )
+    # Gradio checks that a file named in an API call was uploaded (and not in blocked_paths) only once the app
+    # is marked launched, which mount_gradio_app never does (gradio 6.31): without this, an API call naming
+    # /etc/passwd has it copied into Gradio's cache and /dev/zero is copied forever, before any handler runs.
+    demo.has_launched = True
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
