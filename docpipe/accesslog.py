@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from docpipe.errors import StoreError
+from docpipe.store import make_private_dir
 
 __all__ = ["AccessLog", "question_hash"]
 
@@ -82,7 +83,7 @@ class AccessLog:
         if detail:
             entry["detail"] = detail[:200]
         try:
-            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dir(self.folder)
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         except OSError as exc:
             raise StoreError(f"cannot write the access log: {exc.strerror}", path=str(self.path)) from exc

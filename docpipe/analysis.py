@@ -372,7 +372,8 @@ def _judge(
         finding.thinking = result.thinking
         findings[i] = finding
         if use_cache and not result.error:
-            dp._cache_call("put", keys[i], finding.to_dict())
+            # Findings quote the contract: filed under the document and matter, so deleting either removes them.
+            dp._cache_call("put", keys[i], finding.to_dict(), document_id=doc.id, matter=doc.matter)
     for finding, hits in zip(findings, contexts):
         assert finding is not None
         finding.hits = hits

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from docpipe.errors import ConfigError, StoreError
-from docpipe.store import atomic_write
+from docpipe.store import atomic_write, make_private_dir
 
 __all__ = ["ROLES", "ApiKey", "KeyStore", "Principal", "check_matter_name", "parse_grants"]
 
@@ -215,8 +215,7 @@ class KeyStore:
     def _writing(self) -> Iterator[dict[str, dict[str, Any]]]:
         """Yields the records to change under an exclusive file lock (the CLI and a server may race)."""
         try:
-            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.chmod(self.folder, 0o700)
+            make_private_dir(self.folder)
             lock = open(self.folder / ".keys.lock", "a+")  # noqa: SIM115 - closed below
         except OSError as exc:
             raise StoreError(f"cannot write the API keys: {exc.strerror}", path=str(self.folder)) from exc

@@ -32,7 +32,7 @@ from typing import Any
 
 from docpipe.errors import StoreError
 from docpipe.keys import check_matter_name
-from docpipe.store import atomic_write
+from docpipe.store import atomic_write, make_private_dir
 
 __all__ = ["MatterDocument", "MatterStore"]
 
@@ -61,11 +61,6 @@ class MatterDocument:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
-def _private_dir(path: Path) -> None:
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-
-
 class MatterStore:
     """Returns and keeps the matters' document records under ``<root>/matters``."""
 
@@ -83,7 +78,7 @@ class MatterStore:
 
     def _write(self, path: Path, data: dict[str, Any]) -> None:
         try:
-            _private_dir(path.parent)
+            make_private_dir(path.parent)
             atomic_write(path, json.dumps(data, ensure_ascii=False).encode())
         except OSError as exc:
             raise StoreError(f"cannot write the matter record: {exc.strerror or exc}", path=str(path)) from exc

@@ -207,6 +207,10 @@ class DocPipe:
         """Returns how many cached answers about the document were removed from the answer cache."""
         return int(self._cache_call("delete_document", doc_id) or 0)
 
+    def forget_matter(self, matter: str) -> int:
+        """Returns how many cached answers asked in `matter` were removed from the answer cache."""
+        return int(self._cache_call("delete_matter", matter) or 0)
+
     def sweep_answers(self, max_age_s: float) -> int:
         """Returns how many cached answers older than `max_age_s` were removed (a retention policy)."""
         return int(self._cache_call("sweep", max_age_s) or 0)
@@ -572,7 +576,7 @@ class DocPipe:
         answer.thinking_enabled = request.thinking
         answer = self._stamp(answer, doc)
         if use_cache and not result.error:
-            self._cache_call("put", key, answer.to_dict())
+            self._cache_call("put", key, answer.to_dict(), document_id=doc.id, matter=doc.matter)
         return answer
 
     def analyze(
@@ -646,12 +650,12 @@ class DocPipe:
             )
         return min(budget, window - reserve)
 
-    def _cache_call(self, method: str, *args: Any) -> Any:
+    def _cache_call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Returns the cache's reply; a failing cache is logged and skipped: it must not cost the answer."""
         from docpipe.errors import StoreError
 
         try:
-            return getattr(self.cache, method)(*args)
+            return getattr(self.cache, method)(*args, **kwargs)
         except StoreError as exc:
             logger.warning("answer cache unavailable (%s); answering without it", exc)
             return None

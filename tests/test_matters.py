@@ -197,3 +197,40 @@ def test_deleting_a_document_leaves_nothing_of_it(echo_pipe: DocPipe, sample_pdf
     assert not any(doc.id in str(p) for p in after), after
     assert echo_pipe.cache.stats()["entries"] == 0
     assert echo_pipe.document(doc.id) is None
+
+
+def test_retention_sweeps_old_uploads_answers_and_cache_and_keeps_new_ones(
+    echo_pipe: DocPipe, sample_pdf: Path, tmp_path: Path
+) -> None:
+    import time
+
+    from docpipe.server.housekeeping import Housekeeper
+
+    keeper = Housekeeper(echo_pipe)
+    old = echo_pipe.ingest(sample_pdf)
+    new = echo_pipe.ingest(_other_pdf(tmp_path))
+    for doc in (old, new):
+        keeper.matters.add("deal-x", doc.id, name=f"{doc.id[:6]}.pdf", user="alice", key_id="k1", encrypted=False)
+        answer = echo_pipe.ask(echo_pipe.document(doc.id, matter="deal-x"), QUESTION)
+        keeper.results.save("answers", doc.id[:16], {**answer.to_dict(), "id": doc.id[:16]}, matter="deal-x",
+                            document_id=doc.id)
+    # The old upload was made ten days ago (its record says when; nothing sleeps).
+    record = keeper.matters.root / "deal-x" / "documents" / f"{old.id}.json"
+    data = json.loads(record.read_text())
+    record.write_text(json.dumps({**data, "added": time.time() - 10 * 86400}))
+    removed = keeper.sweep(5 * 86400)
+    assert removed.documents == 1 and removed.purged == 1
+    assert [d.id for d in keeper.matters.documents("deal-x")] == [new.id]
+    assert echo_pipe.store.document_ids() == [new.id]
+    assert keeper.results.load("answers", old.id[:16], matter="deal-x") is None
+    assert keeper.results.load("answers", new.id[:16], matter="deal-x") is not None
+
+
+def _other_pdf(tmp_path: Path) -> bytes:
+    from reportlab.pdfgen import canvas
+
+    path = tmp_path / "other.pdf"
+    pdf = canvas.Canvas(str(path))
+    pdf.drawString(60, 740, "1. Termination. Either party may terminate on thirty (30) days' written notice.")
+    pdf.save()
+    return path.read_bytes()

@@ -160,24 +160,28 @@ def test_deleting_leaves_nothing_and_the_access_log_says_who_did_what(world: dic
     home: Path = world["home"]
     doc_id = bob.upload(data, "short.pdf").json()["id"]
     answer = bob.ask(doc_id, {"question": "What law governs?"}).json()["answers"][0]
+    report = httpx.post(f"{bob.url}/v1/documents/{doc_id}/analyze", headers=bob.headers, timeout=120,
+                        json={"categories": ["Governing Law"], "mode": "no_think"})
+    assert report.status_code == 200, report.text
     assert any(doc_id in p for p in _tree(home))
     assert bob.get(f"/v1/answers/{answer['id']}").json()["id"] == answer["id"]
 
     gone = bob.delete(f"/v1/documents/{doc_id}")
     assert gone.status_code == 200, gone.text
-    assert gone.json()["purged"] == 1 and gone.json()["answers_and_reports"] == 1
+    assert gone.json()["purged"] == 1 and gone.json()["answers_and_reports"] == 2
     left = [p for p in _tree(home) if doc_id in p]
     assert left == []
     for path in home.rglob("*"):
         if path.is_file() and "audit" not in path.parts:
-            assert doc_id.encode() not in path.read_bytes(), path  # not in the cache, matters, stored answers
+            content = path.read_bytes()  # not in the cache, the matters, the stored answers and reports
+            assert doc_id.encode() not in content and b"State of Delaware" not in content, path
     assert_error(bob.get(f"/v1/answers/{answer['id']}"), 404, "not_found")
 
     log = docpipe_cli(home, "audit", "--user", "bob", "--json")
     entries = [json.loads(line) for line in log.stdout.splitlines()]
     actions = [(e["action"], e["matter"], e["outcome"]) for e in entries if e["document"] == doc_id]
-    assert actions == [("upload", "deal-y", "ok"), ("ask", "deal-y", "ok"), ("read_answer", "deal-y", "ok"),
-                       ("delete_document", "deal-y", "ok")]
+    assert actions == [("upload", "deal-y", "ok"), ("ask", "deal-y", "ok"), ("analyze", "deal-y", "ok"),
+                       ("read_answer", "deal-y", "ok"), ("delete_document", "deal-y", "ok")]
     assert "What law governs?" not in (home / "audit" / "access.log").read_text()
     verified = docpipe_cli(home, "audit", "--verify")
     assert verified.returncode == 0 and "intact" in verified.stdout

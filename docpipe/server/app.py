@@ -16,6 +16,7 @@ from docpipe.errors import ConfigError, DependencyError, DocpipeError
 from docpipe.keys import KeyStore
 from docpipe.matters import MatterStore
 from docpipe.server.housekeeping import Housekeeper
+from docpipe.store import private_umask
 from docpipe.server.errors import _BodyLimit, _error_body, _install_error_handlers, _send_json, route_of
 from docpipe.server.options import (
     METRICS_TOKEN_ENV,
@@ -221,10 +222,13 @@ def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Met
         # batcher together.
         anyio.to_thread.current_default_thread_limiter().total_tokens = max(8, options.threads)
         metrics.attach()
+        sweeper = asyncio.create_task(_sweep_forever(_app, options.retention_days)) if options.retention_days else None
         try:
             await run_in_threadpool(_warm_up, dp)
             yield
         finally:
+            if sweeper is not None:
+                sweeper.cancel()
             metrics.detach()
             await run_in_threadpool(_close_engine, dp)
 
@@ -310,6 +314,23 @@ def _mount_ui(app: FastAPI, dp: DocPipe, options: ServeOptions) -> None:
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
         return RedirectResponse(options.ui_path + "/")
+
+
+_SWEEP_EVERY_S = 3600.0
+
+
+async def _sweep_forever(app: FastAPI, retention_days: float) -> None:
+    """Applies the retention policy at start and then hourly: answers, reports, cached answers and uploaded
+    documents older than `retention_days` go (`Housekeeper.sweep`)."""
+    from starlette.concurrency import run_in_threadpool
+
+    while True:
+        try:
+            removed = await run_in_threadpool(app.state.housekeeper.sweep, retention_days * 86400.0)
+            logger.info("retention (%g days): removed %s", retention_days, removed)
+        except Exception:  # noqa: BLE001 - a failed sweep is retried next hour, the server keeps serving
+            logger.exception("the retention sweep failed; it runs again in an hour")
+        await asyncio.sleep(_SWEEP_EVERY_S)
 
 
 def _warm_up(dp: DocPipe) -> None:
@@ -416,6 +437,8 @@ def serve(dp: DocPipe, options: ServeOptions) -> int:
     except ImportError as exc:
         raise DependencyError("docpipe serve needs uvicorn: pip install 'docpipe[serve]'") from exc
     check_exposure(options)
+    # Everything the server writes (store, answers, access log, Gradio's copies) is for its owner only.
+    private_umask()
     if options.insecure and not is_loopback(options.host):
         logger.warning("serving %s with --insecure: check that only trusted machines can reach it", options.host)
     app = create_app(dp, options)
