@@ -199,3 +199,32 @@ def test_deleting_a_matter_keeps_a_file_another_matter_holds(world: dict, sample
     assert gone.status_code == 200 and gone.json()["documents"] == 1 and gone.json()["purged"] == 0, gone.text
     assert erin_z.get("/v1/documents").json()["documents"] == []
     assert erin_w.ask(doc_id, {"question": QUESTION}).status_code == 200  # deal-w still holds the file
+
+
+def test_a_busy_extractor_answers_503_with_retry_after_but_stored_documents_pass(
+    tmp_path: Path, sample_pdf: Path, eval_dir: Path
+) -> None:
+    """One extraction slot, held by a real slow contract (pypdf needs minutes for it; the bound cuts it at
+    20 s): a new upload waits 1 s and is refused as busy; a document already in the store does not wait."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    slow = (eval_dir / "bad-pdfs" / "cuad-CERES-slow-extraction.pdf").read_bytes()
+    env = {"DOCPIPE_EXTRACTION__MAX_CONCURRENT": "1", "DOCPIPE_EXTRACTION__QUEUE_WAIT_S": "1",
+           "DOCPIPE_EXTRACTION__TIMEOUT_S": "20", "DOCPIPE_EXTRACTION__EXTRACTOR": "pypdf"}
+    with serving(tmp_path / "home", "--engine", "echo", "--no-ui", token=None, env=env) as served:
+        local = Client(served, "none")
+        local.headers = {}
+        assert local.upload(sample_pdf.read_bytes(), "msa.pdf").status_code == 200
+        with ThreadPoolExecutor(1) as pool:
+            holder = pool.submit(local.upload, slow, "ceres.pdf")
+            # Wait until the slow upload holds the slot: a probe of new bytes is refused once it does.
+            for attempt in range(60):
+                probe = local.upload(sample_pdf.read_bytes() + f"\n% probe {attempt}\n".encode(), "new.pdf")
+                if probe.status_code == 503:
+                    break
+                assert probe.status_code == 200, probe.text
+            assert_error(probe, 503, "busy", "try again")
+            assert int(probe.headers["Retry-After"]) >= 1
+            again = local.upload(sample_pdf.read_bytes(), "msa.pdf")
+            assert again.status_code == 200, again.text
+            assert holder.result(timeout=120).status_code in (200, 422)
