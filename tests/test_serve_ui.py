@@ -147,7 +147,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, P
 
 @pytest.mark.parametrize("case", FOREIGN)
 def test_serve_workbench_refuses_foreign_paths(
-    served: tuple[Served, Path], case: str, sample_pdf: Path, tmp_path: Path
+    served: tuple[Served, Path], case: str, sample_pdf: Path
 ) -> None:
     server, uploads = served
     attack(f"{server.url}/ui", case, home=server.home, uploads=uploads, outside=uploads.parent / "outside",
@@ -281,3 +281,21 @@ def test_serve_workbench_ingests_a_real_upload_and_drops_gradios_copy(
         assert sample_pdf.stem in page.locator("#ask-doc input").input_value()
     finally:
         context.close()
+
+
+def test_serve_workbench_report_downloads_still_work(served: tuple[Served, Path], sample_pdf: Path,
+                                                     tmp_path: Path) -> None:
+    # With Gradio's path check on in serve mode, the session's report files must still reach the browser.
+    from gradio_client import Client, handle_file
+
+    server, _uploads = served
+    client = Client(f"{server.url}/ui/", verbose=False, download_files=str(tmp_path))
+    try:
+        ingested = client.predict([handle_file(str(sample_pdf))], "", api_name="/ingest")
+        assert "15 pages" in ingested[0], ingested[0]
+        analysed = client.predict(ingested[-2]["value"], ["Governing Law"], "auto", api_name="/analyze")
+        assert "1 categories" in analysed[0], analysed[0]
+        csv_file = Path(analysed[2]["value"])
+        assert csv_file.name.endswith("-checklist.csv") and "Governing Law" in csv_file.read_text(encoding="utf-8")
+    finally:
+        client.close()

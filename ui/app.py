@@ -7,8 +7,13 @@ Uses only docpipe's public API (the names in ``docpipe.__all__``). Run it with `
     from docpipe import DocPipe, Settings
     from ui.app import build_app, launch_kwargs
 
-    demo = build_app(DocPipe(Settings.preset("cpu-demo")))
-    demo.launch(server_name="127.0.0.1", **launch_kwargs(max_upload_mb=50))
+    dp = DocPipe(Settings.preset("cpu-demo"))
+    demo = build_app(dp)
+    demo.launch(server_name="127.0.0.1", **launch_kwargs(max_upload_mb=50, store_root=dp.store.root))
+
+Mounted in a FastAPI app instead (as ``docpipe serve`` does), pass the same arguments to
+``gr.mount_gradio_app`` and then set ``demo.has_launched = True``: Gradio (6.31) checks that a file named by
+an API call was uploaded only for an app marked launched, and mounting never marks it.
 
 Safety defaults: binds 127.0.0.1, optional basic auth (``--auth user:password`` or ``DOCPIPE_UI_AUTH``),
 uploads capped in size and pages, no ``allowed_paths`` (Gradio serves only its own upload cache) and
