@@ -191,9 +191,9 @@ def encryption_status(
     The PDF is parsed only inside an extraction worker (the configured extractor, with the same time
     bound, memory cap and priority as extraction), never in the caller. It fails closed: when the check
     cannot finish (the parser fails, the worker crashes, runs out of memory or time) it raises
-    `EncryptionCheckError`, never a status that would let a locked PDF's text out. A broken encryption
-    dictionary raises `MalformedPDFError`, a missing crypto package `DependencyError`, and bytes that are
-    not a PDF an `InputError`. A caller holding text of the PDF must treat every exception as "locked".
+    `EncryptionCheckError` (also for a broken encryption dictionary), never a status that would let a
+    locked PDF's text out. A missing crypto package raises `DependencyError`, and bytes that are not a
+    PDF an `InputError`. A caller holding text of the PDF must treat every exception as "locked".
     """
     settings = _checked_settings(settings)
     data = _checked_bytes(data, name, "encryption_status")
