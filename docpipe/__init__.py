@@ -8,6 +8,7 @@
 Importing docpipe is cheap: torch, faiss and the embedder load when first used.
 """
 
+from docpipe.accesslog import AccessLog
 from docpipe.analysis import CategoryFinding, ContractReport
 from docpipe.answer import Answer, Citation
 from docpipe.audit import AuditManifest
@@ -15,10 +16,12 @@ from docpipe.checklist import CHECKLIST, Category
 from docpipe.document import Document, Page, PageStatus, Passage, Section
 from docpipe.embed import HashingEmbedder
 from docpipe.errors import (
+    BusyError,
     ConfigError,
     DependencyError,
     DocpipeError,
     EmptyFileError,
+    EncryptionCheckError,
     EngineError,
     EngineUnavailableError,
     ExtractionError,
@@ -30,8 +33,11 @@ from docpipe.errors import (
     NotAPDFError,
     PasswordRequiredError,
     StoreError,
+    TooMuchTextError,
     WrongPasswordError,
 )
+from docpipe.keys import KeyStore, Principal
+from docpipe.matters import MatterDocument, MatterStore
 from docpipe.pipeline import DocPipe
 from docpipe.retrieve import Hit
 from docpipe.settings import Settings
@@ -41,8 +47,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CHECKLIST",
+    "AccessLog",
     "Answer",
     "AuditManifest",
+    "BusyError",
     "Category",
     "CategoryFinding",
     "AnswerEvent",
@@ -54,6 +62,7 @@ __all__ = [
     "DocpipeError",
     "Document",
     "EmptyFileError",
+    "EncryptionCheckError",
     "EngineError",
     "EngineUnavailableError",
     "ExtractionError",
@@ -62,16 +71,21 @@ __all__ = [
     "HashingEmbedder",
     "Hit",
     "InputError",
+    "KeyStore",
     "MalformedPDFError",
+    "MatterDocument",
+    "MatterStore",
     "NoTextError",
     "NotAPDFError",
     "Page",
     "PageStatus",
     "Passage",
     "PasswordRequiredError",
+    "Principal",
     "Section",
     "Settings",
     "StoreError",
+    "TooMuchTextError",
     "WrongPasswordError",
     "__version__",
 ]

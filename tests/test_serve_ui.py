@@ -50,7 +50,7 @@ FOREIGN = ["repo-sample", "tmp-pdf", "dot-dot", "etc-passwd", "dev-zero", "symli
 def call_ingest(base: str, path: str) -> tuple[str, Any]:
     """Calls the workbench's ingest endpoint naming `path` as the uploaded file, as any HTTP client can.
     Returns ("complete" | "error" | "http_<status>", data); ("timeout", None) after CALL_TIMEOUT_S."""
-    payload = {"data": [[{"path": path, "orig_name": "contract.pdf", "meta": {"_type": "gradio.FileData"}}], ""]}
+    payload = {"data": [[{"path": path, "orig_name": "contract.pdf", "meta": {"_type": "gradio.FileData"}}], "", None]}
     response = httpx.post(f"{base}/gradio_api/call/ingest", json=payload, timeout=10)
     if response.status_code != 200:
         return f"http_{response.status_code}", response.text
@@ -291,9 +291,9 @@ def test_serve_workbench_report_downloads_still_work(served: tuple[Served, Path]
     server, _uploads = served
     client = Client(f"{server.url}/ui/", verbose=False, download_files=str(tmp_path))
     try:
-        ingested = client.predict([handle_file(str(sample_pdf))], "", api_name="/ingest")
+        ingested = client.predict([handle_file(str(sample_pdf))], "", None, api_name="/ingest")
         assert "15 pages" in ingested[0], ingested[0]
-        analysed = client.predict(ingested[-2]["value"], ["Governing Law"], "auto", api_name="/analyze")
+        analysed = client.predict(ingested[-2]["value"], ["Governing Law"], "auto", None, api_name="/analyze")
         assert "1 categories" in analysed[0], analysed[0]
         csv_file = Path(analysed[2]["value"])
         assert csv_file.name.endswith("-checklist.csv") and "Governing Law" in csv_file.read_text(encoding="utf-8")

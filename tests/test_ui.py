@@ -469,7 +469,7 @@ def test_ask_handler_yields_updates_as_the_answer_streams(
     dp = DocPipe(Settings.preset("test", home=tmp_path, engine={"backend": backend}))
     doc = dp.ingest(sample_pdf)
     ask = next(fn.fn for fn in build_app(dp).fns.values() if fn.api_name == "ask")
-    updates = list(ask({doc.id: doc}, doc.id, QUESTION, "think"))
+    updates = list(ask({doc.id: doc}, doc.id, QUESTION, "think", None, None))
     *streaming, final = updates
     assert all("dp-streaming" in update[0] for update in streaming) and "dp-streaming" not in final[0]
     assert all(update[1] == [] and update[4] == "" for update in streaming)  # citations, source: at the end
@@ -558,7 +558,7 @@ def test_ingest_opens_only_what_its_upload_route_stored(
     elif case == "planted":  # in Gradio's folder, as Gradio's own copies are, but never uploaded
         shutil.copyfile(sample_pdf, planted)
     result: list = []
-    worker = threading.Thread(target=lambda: result.append(ingest(path, "", {})), daemon=True)
+    worker = threading.Thread(target=lambda: result.append(ingest(path, "", {}, None, None)), daemon=True)
     worker.start()
     worker.join(10)
     try:
@@ -590,10 +590,10 @@ def test_gradio_sweeps_report_copies_from_its_cache(
                 **launch_kwargs(max_upload_mb=5, store_root=dp.store.root))
     try:
         client = Client(f"http://127.0.0.1:{port}/", verbose=False, download_files=str(tmp_path / "client"))
-        ingested = client.predict([handle_file(str(sample_pdf))], "", api_name="/ingest")
+        ingested = client.predict([handle_file(str(sample_pdf))], "", None, api_name="/ingest")
         assert "15 pages" in ingested[0], ingested
         assert not list(uploads.rglob(sample_pdf.name))  # the upload went once ingested
-        analysed = client.predict(ingested[-2]["value"], ["Governing Law"], "auto", api_name="/analyze")
+        analysed = client.predict(ingested[-2]["value"], ["Governing Law"], "auto", None, api_name="/analyze")
         assert "1 categories" in analysed[0], (analysed[0], ingested)
         copies = list(uploads.rglob("*-checklist.*"))
         assert len(copies) == 3, sorted(uploads.rglob("*"))

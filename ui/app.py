@@ -55,6 +55,13 @@ from docpipe import (
     WrongPasswordError,
 )
 
+from ui.access import WorkbenchAccess
+
+try:  # handlers annotated with it get the request (the logged-in user) from Gradio
+    from gradio import Request as GradioRequest
+except ImportError:  # pragma: no cover - build_app says how to install gradio
+    GradioRequest = Any  # type: ignore[misc,assignment]
+
 if TYPE_CHECKING:
     import gradio as gr
 
@@ -316,6 +323,7 @@ def build_app(
     concurrency: int = 16,
     max_queue: int = 64,
     delete_cache: tuple[int, int] | None = DELETE_CACHE,
+    access: WorkbenchAccess | None = None,
 ) -> gr.Blocks:
     """Returns the workbench as a queued `gr.Blocks` (Upload, Ask, Batch, Contract analysis tabs); launch it
     yourself.
@@ -324,23 +332,35 @@ def build_app(
     before they are stored; the handler checks the size as well. `concurrency` events run at
     once, so concurrent questions reach the engine together and docpipe batches them; at most `max_queue`
     more wait, beyond that users get Gradio's "busy, please try again". `delete_cache` is Gradio's sweep of
-    its cache, (every, older than) in seconds.
+    its cache, (every, older than) in seconds. `access` decides who may see what (launch with its
+    ``auth()``): with API keys, each user works in their matters; without, each session sees its own uploads.
     """
     import gradio as gr
 
     dp = dp if dp is not None else default_docpipe(max_pages=max_pages)
+    access = access if access is not None else WorkbenchAccess(dp)
     max_bytes = int(max_upload_mb * 1024 * 1024)
 
     def _choices(docs: dict[str, Document]) -> list[tuple[str, str]]:
         return [(_doc_label(doc), doc_id) for doc_id, doc in docs.items()]
 
-    def ingest(files: list[str] | str | None, password: str, docs: dict[str, Document] | None):
+    def _pickers(choices: list[tuple[str, str]], value: str | None) -> list[Any]:
+        return [gr.Dropdown(choices=choices, value=value) for _ in range(3)]
+
+    def ingest(files: list[str] | str | None, password: str, docs: dict[str, Document] | None,
+               matter: str | None, request: GradioRequest):
         docs = dict(docs or {})
         paths = [files] if isinstance(files, str) else list(files or [])
         results: list[str] = []
         last: str | None = None
         # Uploads a password could still open stay in the picker (and on disk) for another try.
         pending: list[str] = []
+        try:
+            principal = access.principal(request)
+            if principal is not None:
+                access.check(principal, matter, "write")
+        except DocpipeError as exc:
+            return _describe_error("upload", str(exc)), docs, *[gr.Dropdown() for _ in range(3)], files
         if not paths:
             results.append(_describe_error("no file", "choose one or more PDF files first"))
         upload_root = demo.GRADIO_CACHE
@@ -375,6 +395,7 @@ def build_app(
                     name, f"{exc} - here: type the password in the Password field and click Ingest again"))
                 continue
             except DocpipeError as exc:
+                access.record(request, matter, "upload", outcome=type(exc).__name__)
                 results.append(_describe_error(name, str(exc)))
                 continue
             except Exception:  # noqa: BLE001 - one bad file must not cost the others their result
@@ -386,24 +407,46 @@ def build_app(
                 # the contract must not linger in its cache.
                 if not keep:
                     remove_upload(path, upload_root=upload_root)
-            docs.pop(doc.id, None)
-            docs[doc.id] = doc
-            while len(docs) > MAX_SESSION_DOCS:
-                docs.pop(next(iter(docs)))
+            if principal is not None:
+                access.added(principal, matter, doc, name)  # type: ignore[arg-type]  # checked above
+            else:
+                docs.pop(doc.id, None)
+                docs[doc.id] = doc
+                while len(docs) > MAX_SESSION_DOCS:
+                    docs.pop(next(iter(docs)))
+            access.record(request, matter, "upload", doc.id)
             last = doc.id
             results.append(_describe_doc(doc))
-        choices = _choices(docs)
+        choices = access.documents(principal, matter) if principal is not None else _choices(docs)
         value = last or (choices[-1][1] if choices else None)
-        return (
-            "".join(results),
-            docs,
-            gr.Dropdown(choices=choices, value=value),
-            gr.Dropdown(choices=choices, value=value),
-            gr.Dropdown(choices=choices, value=value),
-            pending or None,
-        )
+        return ("".join(results), docs, *_pickers(choices, value), pending or None)
 
-    def _doc(docs: dict[str, Document] | None, doc_id: str | None) -> Document:
+    def on_load(request: GradioRequest):
+        # With API keys: the user's matters, the first one chosen, its documents in the pickers.
+        if not access.keyed:
+            return gr.Dropdown(visible=False), *[gr.Dropdown() for _ in range(3)]
+        try:
+            principal = access.principal(request)
+        except DocpipeError:
+            return gr.Dropdown(choices=[], value=None, visible=True), *_pickers([], None)
+        assert principal is not None
+        matters = access.matter_choices(principal)
+        value = matters[0] if matters else None
+        return gr.Dropdown(choices=matters, value=value, visible=True), *_pickers(
+            access.documents(principal, value), None)
+
+    def on_matter(matter: str | None, docs: dict[str, Document] | None, request: GradioRequest):
+        try:
+            principal = access.principal(request)
+        except DocpipeError:
+            return _pickers([], None)
+        choices = access.documents(principal, matter) if principal is not None else _choices(dict(docs or {}))
+        return _pickers(choices, None)
+
+    def _doc(docs: dict[str, Document] | None, doc_id: str | None, matter: str | None, request: Any) -> Document:
+        principal = access.principal(request)
+        if principal is not None:
+            return access.open(principal, matter, doc_id)
         if not docs:
             raise DocpipeError("no document yet: upload a PDF in the Upload tab first")
         if not doc_id or doc_id not in docs:
@@ -418,14 +461,16 @@ def build_app(
             raise DocpipeError(f"the question is {len(question)} characters long; keep it under {MAX_QUESTION_CHARS}")
         return question
 
-    def ask(docs: dict[str, Document] | None, doc_id: str | None, question: str, mode: str):
+    def ask(docs: dict[str, Document] | None, doc_id: str | None, question: str, mode: str, matter: str | None,
+            request: GradioRequest):
         # A generator: the answer box fills as the engine streams (thinking into the Thinking accordion),
         # then the citations and the source panel arrive with the finished answer.
         answer: Answer | None = None
         thinking = text = ""
         try:
-            doc = _doc(docs, doc_id)
+            doc = _doc(docs, doc_id, matter, request)
             question = _check_question(question)
+            access.record(request, matter, "ask", doc.id, [question])
             # Each question starts with the thinking collapsed; later updates leave it as the user set it.
             yield streaming_html(""), [], gr.Accordion(visible=False, open=False), "", ""
             last = time.monotonic()
@@ -462,9 +507,10 @@ def build_app(
             source_html(doc, answer),
         )
 
-    def ask_batch(docs: dict[str, Document] | None, doc_id: str | None, text: str, mode: str):
+    def ask_batch(docs: dict[str, Document] | None, doc_id: str | None, text: str, mode: str, matter: str | None,
+                  request: GradioRequest):
         try:
-            doc = _doc(docs, doc_id)
+            doc = _doc(docs, doc_id, matter, request)
             questions = [line.strip() for line in (text or "").splitlines() if line.strip()]
             if not questions:
                 raise DocpipeError("no questions: paste one question per line")
@@ -472,6 +518,7 @@ def build_app(
                 raise DocpipeError(f"{len(questions)} questions; at most {MAX_BATCH_QUESTIONS} per batch")
             for question in questions:
                 _check_question(question)
+            access.record(request, matter, "ask", doc.id, questions)
             answers = dp.ask_many(doc, questions, mode=mode if mode in MODES else "auto")
         except DocpipeError as exc:
             return (f"{BUSY} ({exc})" if isinstance(exc, ConnectionError) else str(exc)), []
@@ -485,10 +532,11 @@ def build_app(
         return f"{len(rows)} answers.", rows
 
     def analyze(docs: dict[str, Document] | None, doc_id: str | None, categories: list[str] | None, mode: str,
-                folder: str | None):
+                folder: str | None, matter: str | None, request: GradioRequest):
         hidden = [gr.DownloadButton(visible=False) for _ in REPORT_FORMATS]
         try:
-            doc = _doc(docs, doc_id)
+            doc = _doc(docs, doc_id, matter, request)
+            access.record(request, matter, "analyze", doc.id, list(categories or []))
             known = {c.name for c in CHECKLIST}
             chosen = [name for name in categories or [] if name in known] or None
             report = dp.analyze(doc, chosen, mode=mode if mode in MODES else "think")
@@ -514,6 +562,8 @@ def build_app(
         gr.Markdown(
             "## docpipe contract workbench\nUpload contracts, ask questions, get answers with checked page citations."
         )
+        # Shown when the server has API keys: the user's matters; documents are listed per matter.
+        matter_pick = gr.Dropdown(label="Matter", choices=[], visible=False, elem_id="matter")
         with gr.Tab("Upload", id="upload"):
             files = gr.File(
                 label=f"PDF files (up to {max_upload_mb:g} MB and {max_pages} pages each)",
@@ -567,24 +617,27 @@ def build_app(
                 ]
 
         # Extraction runs a worker process per document: fewer at once than questions.
+        pickers = [ask_doc, batch_doc, analysis_doc]
+        demo.load(on_load, None, [matter_pick, *pickers], api_name=False)
+        matter_pick.change(on_matter, [matter_pick, docs_state], pickers, api_name=False)
         ingest_btn.click(
-            ingest, [files, password, docs_state],
+            ingest, [files, password, docs_state, matter_pick],
             [upload_result, docs_state, ask_doc, batch_doc, analysis_doc, files],
             concurrency_limit=max(1, min(4, concurrency)), concurrency_id="ingest", api_name="ingest",
         )
         ask_event = dict(
-            fn=ask, inputs=[docs_state, ask_doc, question, mode],
+            fn=ask, inputs=[docs_state, ask_doc, question, mode, matter_pick],
             outputs=[answer_out, citations_out, thinking_box, thinking_out, source_out],
         )
         ask_btn.click(**ask_event, api_name="ask")
         question.submit(**ask_event, api_name=False)
         batch_btn.click(
-            ask_batch, [docs_state, batch_doc, batch_questions, batch_mode], [batch_status, batch_out],
+            ask_batch, [docs_state, batch_doc, batch_questions, batch_mode, matter_pick], [batch_status, batch_out],
             api_name="batch",
         )
         # A checklist is one engine batch of dozens of requests: a few at once leave room for questions.
         analysis_btn.click(
-            analyze, [docs_state, analysis_doc, analysis_categories, analysis_mode, report_folder],
+            analyze, [docs_state, analysis_doc, analysis_categories, analysis_mode, report_folder, matter_pick],
             [analysis_status, analysis_out, report_folder, *downloads],
             concurrency_limit=max(1, min(4, concurrency)), concurrency_id="analysis", api_name="analyze",
         )
@@ -652,12 +705,13 @@ def main(argv: list[str] | None = None) -> int:
     except DocpipeError as exc:
         print(f"docpipe ui: {exc}", file=sys.stderr)
         return 1
+    access = WorkbenchAccess(dp, auth)
     demo = build_app(
         dp, max_upload_mb=args.max_upload_mb, max_pages=args.max_pages,
-        concurrency=args.concurrency, max_queue=args.max_queue,
+        concurrency=args.concurrency, max_queue=args.max_queue, access=access,
     )
     demo.launch(
-        server_name=args.host, server_port=args.port, auth=auth,
+        server_name=args.host, server_port=args.port, auth=access.auth(),
         max_threads=max(40, args.concurrency + 8),
         **launch_kwargs(max_upload_mb=args.max_upload_mb, store_root=dp.store.root),
     )

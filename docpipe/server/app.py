@@ -293,6 +293,7 @@ def _mount_ui(app: FastAPI, dp: DocPipe, options: ServeOptions) -> None:
             f"the workbench needs Gradio: pip install 'docpipe[ui]', or serve the API alone with --no-ui ({exc})"
         ) from exc
     try:
+        from ui.access import WorkbenchAccess
         from ui.app import build_app, launch_kwargs
     except ImportError as exc:
         raise DependencyError(
@@ -300,11 +301,13 @@ def _mount_ui(app: FastAPI, dp: DocPipe, options: ServeOptions) -> None:
             "Or serve the API alone with --no-ui"
         ) from exc
     pages = dp.settings.extraction.max_pages
-    demo = build_app(dp, max_upload_mb=options.max_upload_mb, max_pages=pages)
+    # The workbench is behind the same API keys as /v1 (or the --ui-auth login), and keeps to their matters.
+    access = WorkbenchAccess(dp, options.ui_auth)
+    demo = build_app(dp, max_upload_mb=options.max_upload_mb, max_pages=pages, access=access)
     kwargs = launch_kwargs(max_upload_mb=options.max_upload_mb, store_root=dp.store.root)
     gr.mount_gradio_app(
         app, demo, path=options.ui_path, server_name=options.host, server_port=options.port,
-        auth=options.ui_auth, **kwargs,
+        auth=access.auth(), **kwargs,
     )
     # Gradio checks that a file named in an API call was uploaded (and not in blocked_paths) only once the app
     # is marked launched, which mount_gradio_app never does (gradio 6.31): without this, an API call naming

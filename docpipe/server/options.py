@@ -163,7 +163,7 @@ def check_exposure(options: ServeOptions) -> None:
     if options.token is None and options.access is None:
         problems.append(f"the API has no authentication (create keys with `docpipe keys create`, or set a token: "
                         f"{TOKEN_ENV}, {TOKEN_FILE_ENV} or --token-file)")
-    if options.ui and options.ui_auth is None:
+    if options.ui and options.ui_auth is None and options.access is None:  # with keys, /ui logs in with them
         problems.append(f"the workbench at {options.ui_path} has no login ({UI_AUTH_ENV}, {UI_AUTH_FILE_ENV} or "
                         "--ui-auth-file with user:password; or serve the API alone with --no-ui)")
     if problems:
