@@ -206,8 +206,20 @@ def encryption_status(
     except (EncryptionCheckError, DependencyError):
         raise
     except ExtractionError as exc:  # timed out, died or out of memory: nothing was learned, nothing may be assumed
-        raise _check_failed(name, settings.extractor, exc.message) from exc
+        raise _check_failed(name, settings.extractor, _check_reason(exc, settings)) from exc
     return EncryptionStatus(*reply["encryption"])
+
+
+def _check_reason(exc: ExtractionError, settings: ExtractionSettings) -> str:
+    """Returns a short reason for an encryption check the worker could not finish."""
+    if isinstance(exc, ExtractionTimeoutError):
+        return f"the check took longer than {settings.timeout_s:g} s"
+    if "returncode" in exc.context:
+        return (
+            f"the worker ended without an answer (exit status {exc.context['returncode']}): out of memory "
+            f"under the {settings.memory_limit_mb} MB cap, or a crash in {settings.extractor}"
+        )
+    return exc.message
 
 
 # ---------------------------------------------------------------------------------------------------
