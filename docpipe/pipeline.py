@@ -76,31 +76,6 @@ def _password_check(doc_id: str, password: str) -> str:
     return hashlib.pbkdf2_hmac("sha256", password.encode(), doc_id.encode(), 100_000).hex()
 
 
-def _open_pdf(data: bytes):
-    import io
-
-    from pypdf import PdfReader
-
-    return PdfReader(io.BytesIO(data))
-
-
-def _needs_password(data: bytes) -> bool:
-    """Returns True when the PDF does not open with the empty user password."""
-    try:
-        reader = _open_pdf(data)
-        return bool(reader.is_encrypted) and not reader.decrypt("")
-    except Exception:  # noqa: BLE001 - unreadable by pypdf: the extractor that read it decides
-        logger.debug("cannot check the encryption of a PDF with pypdf", exc_info=True)
-        return False
-
-
-def _opens_with(data: bytes, password: str) -> bool:
-    try:
-        return bool(_open_pdf(data).decrypt(password))
-    except Exception:  # noqa: BLE001 - any failure means the password is not proven
-        return False
-
-
 class DocPipe:
     """Returns documents, search hits and answers for contracts: the public entry point.
 
@@ -189,8 +164,7 @@ class DocPipe:
                 return None
             index = self._load_or_build(doc_id, source, name or "document.pdf", password, lambda _s: None)
         elif not authorized and index.doc.password_check:
-            source = self.store.load_source(doc_id)
-            self._check_access(index.doc, password, source or b"")
+            self._check_access(index.doc, password, self.store.load_source(doc_id))
         self._remember((doc_id, self.fingerprint), index)
         return replace(index.doc, name=name or index.doc.name, matter=matter)
 
@@ -250,7 +224,7 @@ class DocPipe:
         finally:
             self._extract_slots.release()
 
-    def _check_access(self, doc: Document, password: str | None, data: bytes) -> None:
+    def _check_access(self, doc: Document, password: str | None, data: bytes | None) -> None:
         """Hands stored text of a password-protected PDF out only to a caller who can open the PDF."""
         check = doc.password_check
         if not check:
@@ -260,27 +234,43 @@ class DocPipe:
                 f"{doc.name} is encrypted: pass the password (--password on the command line, password= in Python)",
                 path=doc.name,
             )
-        # The stored check covers the password used first; the PDF's other password (user vs owner) also opens it.
-        if _password_check(doc.id, password) != check and not _opens_with(data, password):
-            raise WrongPasswordError(
-                f"the password does not open {doc.name}: check it (the user or the owner password both work)",
-                path=doc.name,
-            )
+        if _password_check(doc.id, password) == check:
+            return
+        # The stored check covers the password used first; the PDF's other password (user vs owner) also opens
+        # it. Asked of a sandboxed extraction worker (never parsed here); a check that cannot finish raises.
+        if data:
+            from docpipe.extract import encryption_status
+
+            if encryption_status(data, password, settings=self.settings.extraction, name=doc.name).password_opens:
+                return
+        raise WrongPasswordError(
+            f"the password does not open {doc.name}: check it (the user or the owner password both work)",
+            path=doc.name,
+        )
 
     def _extract(self, doc_id: str, data: bytes, label: str, password: str | None, progress: Progress) -> dict:
         extractor = self.settings.extraction.extractor
         record = self.store.load_extraction(doc_id, extractor)
-        if record is not None:
+        # Records from before the sandboxed encryption check (no "needs_password") are extracted again: the old
+        # check failed open on PDFs pypdf could not parse.
+        if record is not None and "needs_password" in record:
             return record
-        from docpipe.extract import extract_pages
+        from docpipe.extract import extract_document
 
         progress(f"extracting with {extractor}")
-        pages = extract_pages(data, password=password, settings=self.settings.extraction, name=label)
+        # The worker that reads the text also says whether opening needed a password: one parse, sandboxed,
+        # and a check that cannot finish fails the extraction rather than leaving the text unlocked.
+        extraction = extract_document(data, password=password, settings=self.settings.extraction, name=label)
+        needs_password = extraction.encryption.needs_password
         record = {
             "name": label,
             "extractor": extractor,
-            "pages": [{"number": p.number, "text": p.text, "status": p.status.value, "detail": p.detail} for p in pages],
-            "password_check": _password_check(doc_id, password) if password and _needs_password(data) else None,
+            "pages": [
+                {"number": p.number, "text": p.text, "status": p.status.value, "detail": p.detail}
+                for p in extraction.pages
+            ],
+            "password_check": _password_check(doc_id, password) if password and needs_password else None,
+            "needs_password": needs_password,
         }
         self.store.save_source(doc_id, data)
         self.store.save_extraction(doc_id, extractor, record)

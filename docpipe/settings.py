@@ -256,7 +256,7 @@ class Settings(BaseSettings):
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-INDEX_FORMAT = 3
+INDEX_FORMAT = 4  # 4: the encryption check moved into the extraction worker (fails closed)
 
 PRESETS: dict[str, dict[str, Any]] = {
     "default": {},

@@ -153,7 +153,7 @@ def test_deleting_leaves_nothing_and_the_access_log_says_who_did_what(world: dic
     buffer = io.BytesIO()
     pdf = canvas.Canvas(buffer)
     pdf.drawString(60, 740, "1. Term. This Agreement lasts five (5) years from the Effective Date of signature.")
-    pdf.drawString(60, 700, "2. Governing Law. This Agreement is governed by the laws of the State of Delaware.")
+    pdf.drawString(60, 700, "2. Governing Law. This Agreement is governed by the laws of Zanzibar, as Quillfeather Ltd. chose.")
     pdf.save()
     data = buffer.getvalue()
     bob = client(world, "bob")
@@ -174,7 +174,7 @@ def test_deleting_leaves_nothing_and_the_access_log_says_who_did_what(world: dic
     for path in home.rglob("*"):
         if path.is_file() and "audit" not in path.parts:
             content = path.read_bytes()  # not in the cache, the matters, the stored answers and reports
-            assert doc_id.encode() not in content and b"State of Delaware" not in content, path
+            assert doc_id.encode() not in content and b"Quillfeather" not in content, path
     assert_error(bob.get(f"/v1/answers/{answer['id']}"), 404, "not_found")
 
     log = docpipe_cli(home, "audit", "--user", "bob", "--json")

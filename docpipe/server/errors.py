@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import (
     BusyError,
+    EncryptionCheckError,
+    TooMuchTextError,
     ConfigError,
     DependencyError,
     DocpipeError,
@@ -57,6 +59,8 @@ _STATUS: list[tuple[type[DocpipeError], int, str]] = [
     (MalformedPDFError, 422, "malformed_pdf"),
     (NoTextError, 422, "no_text"),
     (ExtractionTimeoutError, 422, "extraction_timeout"),
+    (TooMuchTextError, 422, "too_much_text"),
+    (EncryptionCheckError, 422, "encryption_unknown"),
     (ExtractionError, 422, "extraction_failed"),
     (EngineUnavailableError, 503, "engine_unavailable"),
     (BusyError, 503, "busy"),
