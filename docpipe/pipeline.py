@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Union
 from docpipe.answer import Answer, extractive_answer, generative_answer
 from docpipe.document import Document, Page, PageStatus, Passage
 from docpipe.errors import (
-    BusyError,
     ConfigError,
     EmptyFileError,
     FileMissingError,
@@ -29,6 +28,7 @@ from docpipe.errors import (
 from docpipe.metrics import emit as emit_metric
 from docpipe.retrieve import Hit, SearchIndex, fit_budget
 from docpipe.settings import Settings, load_settings
+from docpipe.slots import ExtractionSlots
 from docpipe.store import Store, sha256_hex
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ class DocPipe:
         self._init_lock = threading.RLock()
         # One limit on concurrent extractions for every caller of this object (API, workbench, CLI): each
         # runs a worker process; documents already in the store never wait for a slot.
-        self._extract_slots = threading.BoundedSemaphore(max(1, self.settings.extraction.max_concurrent))
+        self._slots = ExtractionSlots(self.settings.extraction.max_concurrent, wait_s=self.settings.extraction.queue_wait_s)
         if embedder is not None and self.settings.embedding.model != embedder.name:
             # A custom embedder must not share index entries with the configured one.
             self.settings = self.settings.model_copy(
@@ -129,15 +129,19 @@ class DocPipe:
         password: str | None = None,
         name: str | None = None,
         progress: Progress | None = None,
+        owner: str | None = None,
     ) -> Document:
         """Returns the ingested `Document` (pages with statuses, sections), from the store when it is there.
 
-        Raises a `DocpipeError` subclass for input that cannot be read: missing, empty, not a PDF,
-        encrypted without the right password, malformed, no text layer, over the time bound.
+        A document not in the store waits for an extraction slot (`extraction.max_concurrent`, shared by
+        every caller of this object; `owner`, e.g. a server's user, holds at most all but one of them) and
+        raises `BusyError` after `extraction.queue_wait_s`. Raises a `DocpipeError` subclass for input that
+        cannot be read: missing, empty, not a PDF, encrypted without the right password, malformed, no text
+        layer, over the time bound.
         """
         data, label = _read_source(source, name)
         doc_id = sha256_hex(data)
-        return self._load_or_build(doc_id, data, label, password, progress or (lambda _stage: None)).doc
+        return self._load_or_build(doc_id, data, label, password, progress or (lambda _stage: None), owner).doc
 
     def document(
         self,
@@ -190,7 +194,8 @@ class DocPipe:
         return int(self._cache_call("sweep", max_age_s) or 0)
 
     def _load_or_build(
-        self, doc_id: str, data: bytes, label: str, password: str | None, progress: Progress
+        self, doc_id: str, data: bytes, label: str, password: str | None, progress: Progress,
+        owner: str | None = None,
     ) -> SearchIndex:
         key = (doc_id, self.fingerprint)
         index = self._loaded.get(key)
@@ -200,7 +205,7 @@ class DocPipe:
             self._check_access(index.doc, password, data)
             self._remember(key, index)
             return index
-        with self._extraction_slot(label):
+        with self._slots.take(label, owner=owner):
             index = self._loaded.get(key) or self._load_index(doc_id)  # built while this caller waited?
             if index is not None:
                 self._check_access(index.doc, password, data)
@@ -208,21 +213,6 @@ class DocPipe:
                 index = self._build_index(doc_id, data, label, password, progress)
         self._remember(key, index)
         return index
-
-    @contextlib.contextmanager
-    def _extraction_slot(self, label: str) -> Iterator[None]:
-        wait_s = self.settings.extraction.queue_wait_s
-        if not self._extract_slots.acquire(timeout=wait_s):
-            raise BusyError(
-                f"{label} waits for extraction: {self.settings.extraction.max_concurrent} documents are being "
-                f"extracted already and none finished within {wait_s:g} s; try again in a minute",
-                path=label,
-                retry_after_s=max(5, int(wait_s)),
-            )
-        try:
-            yield
-        finally:
-            self._extract_slots.release()
 
     def _check_access(self, doc: Document, password: str | None, data: bytes | None) -> None:
         """Hands stored text of a password-protected PDF out only to a caller who can open the PDF."""

@@ -155,7 +155,7 @@ def test_one_extraction_limit_and_stored_documents_never_wait(tmp_path: Path, sa
     release = threading.Event()
 
     def hold_the_only_slot() -> None:
-        with other._extraction_slot("a slow upload"):
+        with other._slots.take("a slow upload"):
             taken.set()
             release.wait(10)
 
@@ -234,3 +234,19 @@ def _other_pdf(tmp_path: Path) -> bytes:
     pdf.drawString(60, 740, "1. Termination. Either party may terminate on thirty (30) days' written notice.")
     pdf.save()
     return path.read_bytes()
+
+
+def test_one_user_never_holds_every_extraction_slot() -> None:
+    from docpipe.slots import ExtractionSlots
+
+    slots = ExtractionSlots(2, wait_s=0.2)
+    with slots.take("slow-1.pdf", owner="mallory"):
+        with pytest.raises(BusyError, match="your other upload"):
+            with slots.take("slow-2.pdf", owner="mallory"):
+                pass
+        with slots.take("contract.pdf", owner="alice"):  # the other slot is still free for someone else
+            with pytest.raises(BusyError, match="2 documents are being extracted"):
+                with slots.take("third.pdf", owner="bob"):
+                    pass
+    with slots.take("slow-2.pdf", owner="mallory"):  # released: mallory may go again
+        pass

@@ -228,3 +228,30 @@ def test_a_busy_extractor_answers_503_with_retry_after_but_stored_documents_pass
             again = local.upload(sample_pdf.read_bytes(), "msa.pdf")
             assert again.status_code == 200, again.text
             assert holder.result(timeout=120).status_code in (200, 422)
+
+
+def test_one_users_slow_uploads_leave_a_slot_for_everyone_else(
+    tmp_path: Path, sample_pdf: Path, eval_dir: Path
+) -> None:
+    """Two slots: Mallory's slow real contract holds one; her next new upload is refused as busy, while
+    Alice's upload, at the same moment, takes the other slot and is ingested."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    home = tmp_path / "home"
+    home.mkdir()
+    mallory, alice = new_key(home, "mallory", "deal-m:write"), new_key(home, "alice", "deal-a:write")
+    slow = (eval_dir / "bad-pdfs" / "cuad-CERES-slow-extraction.pdf").read_bytes()
+    env = {"DOCPIPE_EXTRACTION__MAX_CONCURRENT": "2", "DOCPIPE_EXTRACTION__QUEUE_WAIT_S": "1",
+           "DOCPIPE_EXTRACTION__TIMEOUT_S": "20", "DOCPIPE_EXTRACTION__EXTRACTOR": "pypdf"}
+    with serving(home, "--engine", "echo", "--no-ui", token=None, env=env) as served:
+        m, a = Client(served, mallory), Client(served, alice)
+        with ThreadPoolExecutor(1) as pool:
+            holder = pool.submit(m.upload, slow, "ceres.pdf")
+            for attempt in range(60):  # until the slow upload holds its slot
+                probe = m.upload(sample_pdf.read_bytes() + f"\n% probe {attempt}\n".encode(), "more.pdf")
+                if probe.status_code == 503:
+                    break
+            assert_error(probe, 503, "busy", "your other upload")
+            mine = a.upload(sample_pdf.read_bytes() + b"\n% alice\n", "alice.pdf")
+            assert mine.status_code == 200, mine.text
+            assert holder.result(timeout=120).status_code in (200, 422)

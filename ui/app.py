@@ -382,7 +382,8 @@ def build_app(
                 continue
             keep = False
             try:
-                doc = dp.ingest(data, password=password or None, name=name)
+                doc = dp.ingest(data, password=password or None, name=name,
+                                owner=principal.user if principal is not None else None)
                 if len(doc.pages) > max_pages:
                     results.append(_describe_error(
                         name, f"the document has {len(doc.pages)} pages, over the limit of {max_pages}: "

@@ -268,7 +268,11 @@ def _install_routes(app: FastAPI) -> None:
                 raise EmptyFileError("the upload is empty (0 bytes): send the PDF as the body or the field \"file\"")
             digest = await run_in_threadpool(_sha256_file, spool)
             with logged(who, "upload", digest):
-                doc = await run_in_threadpool(dp.ingest, spool, password=password or None, name=_safe_name(label))
+                # A user's uploads take at most all but one extraction slot: slow ones cannot lock others out.
+                owner = who.user if _is_key(who) else None
+                doc = await run_in_threadpool(
+                    dp.ingest, spool, password=password or None, name=_safe_name(label), owner=owner
+                )
                 record = matters.add(
                     who.matter, doc.id, name=_safe_name(label), user=who.user, key_id=who.key_id,
                     encrypted=doc.encrypted, grant=_is_key(who),
