@@ -153,7 +153,9 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--json", action="store_true", help="print JSON")
     k = keys.add_parser("list", parents=[common], help="list the keys (never their secrets)")
     k.add_argument("--json", action="store_true", help="print JSON")
-    k = keys.add_parser("revoke", parents=[common], help="revoke a key: it stops working at once, also in a running server")
+    k = keys.add_parser(
+        "revoke", parents=[common], help="revoke a key: it stops working at once, also in a running server"
+    )
     k.add_argument("key_id", metavar="KEY_ID", help="the key's id (docpipe keys list)")
 
     p = sub.add_parser("matters", parents=[common], help="list the matters and their documents")
@@ -451,7 +453,8 @@ def _cmd_keys(dp, args) -> int:
         made = datetime.fromtimestamp(key.created, UTC).strftime("%Y-%m-%d %H:%M")
         state = "revoked" if key.revoked else "active"
         grants = ", ".join(f"{m}:{r}" for m, r in key.grants.items())
-        print(f"{key.key_id}  {state:8} {key.user:16} {grants}  (created {made} UTC){'  ' + key.note if key.note else ''}")
+        note = f"  {key.note}" if key.note else ""
+        print(f"{key.key_id}  {state:8} {key.user:16} {grants}  (created {made} UTC){note}")
     return 0
 
 
@@ -520,7 +523,9 @@ def _cmd_rm(dp, args) -> int:
         for target in args.targets:
             doc_id = _doc_id_of(target, dp)
             if doc_id is None:
-                raise FileMissingError(f"no stored document matches {target!r}: give the PDF or its id (docpipe matters)")
+                raise FileMissingError(
+                    f"no stored document matches {target!r}: give the PDF or its id (docpipe matters)"
+                )
             removed += keeper.remove(args.matter, doc_id) if args.matter else keeper.purge(doc_id)
     if args.json:
         _emit(asdict(removed))
@@ -591,7 +596,11 @@ def _cmd_serve(dp, args) -> int:
     )
     where = f"http://{args.host}:{args.port}"
     ui = f", workbench {where}{options.ui_path}/" if options.ui else ""
-    auth = "per-user API keys" if options.access else "the server token" if options.token else "none (this machine only)"
+    auth = (
+        "per-user API keys" if options.access
+        else "the server token" if options.token
+        else "none (this machine only)"
+    )
     print(f"docpipe serve: API {where}/v1 (docs {where}/docs{ui}); authentication: {auth}", file=sys.stderr)
     return serve(dp, options)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import contextlib
 import hashlib
 import json
 import logging
@@ -103,7 +102,8 @@ class DocPipe:
         self._init_lock = threading.RLock()
         # One limit on concurrent extractions for every caller of this object (API, workbench, CLI): each
         # runs a worker process; documents already in the store never wait for a slot.
-        self._slots = ExtractionSlots(self.settings.extraction.max_concurrent, wait_s=self.settings.extraction.queue_wait_s)
+        extraction = self.settings.extraction
+        self._slots = ExtractionSlots(extraction.max_concurrent, wait_s=extraction.queue_wait_s)
         if embedder is not None and self.settings.embedding.model != embedder.name:
             # A custom embedder must not share index entries with the configured one.
             self.settings = self.settings.model_copy(

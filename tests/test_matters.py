@@ -250,3 +250,44 @@ def test_one_user_never_holds_every_extraction_slot() -> None:
                     pass
     with slots.take("slow-2.pdf", owner="mallory"):  # released: mallory may go again
         pass
+
+
+def _cli(home: Path, *args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "docpipe", "--preset", "test", "--home", str(home), *args],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def test_cli_keys_matters_and_rm(tmp_path: Path, sample_pdf: Path) -> None:
+    home = tmp_path / "home"
+    made = _cli(home, "keys", "create", "--user", "alice", "--matter", "deal-x:write", "--json")
+    assert made.returncode == 0, made.stderr
+    key = json.loads(made.stdout)
+    listed = _cli(home, "keys", "list")
+    assert key["key_id"] in listed.stdout and "alice" in listed.stdout and key["key"] not in listed.stdout
+    # Arguments from outside are checked before anything is touched.
+    for args, fragment in (
+        (["keys", "create", "--user", "alice", "--matter", "../../etc:write"], "not a matter name"),
+        (["keys", "create", "--user", "a/b", "--matter", "deal-x"], "not a user name"),
+        (["keys", "revoke", "nosuchkey"], "no key with id"),
+        (["rm", "--matter", "../deal-x", sample_pdf.name], "not a matter name"),
+        (["rm", "0123"], "no stored document matches"),
+        (["rm"], "name what to delete"),
+    ):
+        bad = _cli(home, *args)
+        assert bad.returncode == 1 and bad.stderr.startswith("docpipe: error: ") and fragment in bad.stderr, bad.stderr
+        assert "Traceback" not in bad.stderr
+
+    dp = DocPipe(Settings.preset("test", home=home))
+    doc = dp.ingest(sample_pdf)
+    MatterStore(home).add("deal-x", doc.id, name="Falcon.pdf", user="alice", key_id=key["key_id"], encrypted=False)
+    assert "Falcon.pdf" in _cli(home, "matters").stdout
+    removed = _cli(home, "rm", "--json", str(sample_pdf))
+    assert removed.returncode == 0, removed.stderr
+    assert json.loads(removed.stdout)["purged"] == 1
+    assert not any(doc.id in str(p) for p in home.rglob("*"))
+    assert "Falcon.pdf" not in _cli(home, "matters").stdout

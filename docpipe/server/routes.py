@@ -36,7 +36,6 @@ from docpipe.server.options import TOKEN_ENV, ServeOptions
 try:  # the serve extra; create_app says how to install it when missing
     # At module level: FastAPI reads the endpoints' (string) annotations in this module's namespace.
     from fastapi import Depends, Header, Query, Request
-    from fastapi.responses import Response
     from fastapi.security import HTTPAuthorizationCredentials
     from starlette.exceptions import HTTPException as _HTTPException
 except ImportError:  # pragma: no cover
@@ -140,7 +139,7 @@ def _install_routes(app: FastAPI) -> None:
 
         return dependency
 
-    reader, writer, admin = Depends(caller("read")), Depends(caller("write")), Depends(caller("admin"))
+    reader, writer = Depends(caller("read")), Depends(caller("write"))
     api = APIRouter(prefix="/v1", tags=["documents"], responses=_ERRORS)
     public = APIRouter(prefix="/v1", tags=["service"])
 
