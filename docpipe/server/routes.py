@@ -5,6 +5,7 @@ documents, answers and reports, and every action on contract content is written 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -12,6 +13,7 @@ import tempfile
 import time
 import unicodedata
 import uuid
+from collections.abc import Iterator
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any
 
@@ -143,21 +145,22 @@ def _install_routes(app: FastAPI) -> None:
     api = APIRouter(prefix="/v1", tags=["documents"], responses=_ERRORS)
     public = APIRouter(prefix="/v1", tags=["service"])
 
-    def logged(who: Caller, action: str, document: str | None = None, questions: list[str] | None = None):
-        """Runs the action's body under an access-log line: written after it, with its outcome."""
-
-        class _Entry:
-            def __enter__(self) -> None:
-                return None
-
-            def __exit__(self, kind, exc, _tb) -> None:
-                outcome = "ok" if exc is None else getattr(exc, "__class__", type(exc)).__name__
-                audit.record(
-                    user=who.user, key_id=who.key_id, matter=who.matter, action=action, document=document,
-                    question=questions, outcome=outcome,
-                )
-
-        return _Entry()
+    @contextlib.contextmanager
+    def logged(
+        who: Caller, action: str, document: str | None = None, questions: list[str] | None = None
+    ) -> Iterator[None]:
+        """Runs the action's body, then appends its access-log line with the outcome (an error's type)."""
+        outcome = "ok"
+        try:
+            yield
+        except BaseException as exc:
+            outcome = type(exc).__name__
+            raise
+        finally:
+            audit.record(
+                user=who.user, key_id=who.key_id, matter=who.matter, action=action, document=document,
+                question=questions, outcome=outcome,
+            )
 
     def matter_record(who: Caller, doc_id: str) -> MatterDocument:
         record = matters.get(who.matter, doc_id) if _DOC_ID.match(doc_id) else None
@@ -284,7 +287,8 @@ def _install_routes(app: FastAPI) -> None:
     @api.get("/documents", response_model=DocumentList, summary="The matter's documents")
     def list_documents(who: Caller = reader) -> dict[str, Any]:
         """Returns the documents of the matter: id, the name it was uploaded under here, when and by whom."""
-        docs = matters.documents(who.matter)
+        with logged(who, "list_documents"):
+            docs = matters.documents(who.matter)
         return {
             "matter": who.matter,
             "documents": [
@@ -297,9 +301,10 @@ def _install_routes(app: FastAPI) -> None:
     def get_document(doc_id: str, who: Caller = reader) -> dict[str, Any]:
         """Returns the document's pages, sections and warnings (no contract text)."""
         record = matter_record(who, doc_id)
-        doc = dp.document(doc_id, authorized=True, name=record.name, matter=who.matter)
-        if doc is None:
-            raise _HTTPException(404, detail=f"document {doc_id[:12]} is no longer stored: upload the PDF again")
+        with logged(who, "read_document", doc_id):
+            doc = dp.document(doc_id, authorized=True, name=record.name, matter=who.matter)
+            if doc is None:
+                raise _HTTPException(404, detail=f"document {doc_id[:12]} is no longer stored: upload the PDF again")
         return _doc_info(doc, record)
 
     @api.delete("/documents/{doc_id}", response_model=Deleted, summary="Delete a document")
