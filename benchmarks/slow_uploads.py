@@ -4,14 +4,25 @@ issue 10 limits (one extraction limiter with a bounded wait and 503 + Retry-Afte
 Two servers run the same load one after the other in one run: "before" is the code at BEFORE_COMMIT (a git
 worktree, imported through PYTHONPATH), "after" a copy of the working tree's `docpipe/` taken at the start of
 the run (so an edit made during the run cannot change it half-way). Each is started as users start it
-(`python -m docpipe serve --preset test --engine echo --no-ui`, uvicorn on 127.0.0.1, a fresh home, no keys, so
-no auth), and the file its `docpipe` package was imported from is checked in its log. On each server: upload
-samples/master_services_agreement.pdf, then
-- baseline: 4 threads (--askers) ask questions about it in a loop (answer cache off: each reaches the engine);
+(`python -m docpipe serve --preset test --engine echo --no-ui`, uvicorn on 127.0.0.1, a fresh home), and the file
+its `docpipe` package was imported from is checked in its log.
+
+Who calls: "before" knows no API keys, so it runs without auth and every request is anonymous (one party). In
+"after"'s home three keys are created before it starts (`python -m docpipe keys create`), so it requires them on
+every /v1 route: "mallory" (deal-m:write) uploads the crafted PDFs; "alice" (deal-a:write) uploads the sample and
+the normal contract; a read-only "alice" key (deal-a:read) is the askers'. The after server gives each key's user
+at most all but one extraction slot, so the question is whether alice's contract gets in while mallory's four
+crafted uploads run. The mode each server ran in (what its log says, and the status of an unauthenticated
+GET /v1/documents) is recorded.
+
+On each server: upload samples/master_services_agreement.pdf, then
+- baseline: 4 threads (--askers) ask questions about it in a loop (answer cache off: each reaches the engine),
+  and one normal contract (the sample with a unique trailing comment) is uploaded a third of the way in, for
+  how long a normal upload takes without slow ones;
 - slow uploads: the same askers, while 4 other threads (--uploaders) each upload crafted slow PDFs in turn
-  (every one different, so the store never answers from its cache), and one normal contract (the sample with
-  a unique trailing comment) is uploaded a third of the way in, as a colleague would.
-Every ask's latency and status and every upload's status and duration are kept.
+  (every one different, so the store never answers from its cache), and one normal contract is uploaded a
+  third of the way in, as a colleague would.
+Every ask's latency and status and every upload's status, duration and refusal message are kept.
 
 The crafted PDF (`crafted_pdf`): 12.6 KB, 60 pages that share one Flate content stream holding a short line of text
 and then 100,000 times the operator `1 0 0 1 0 0 Tm` (set the text matrix). pypdf parses and interprets every
@@ -20,8 +31,8 @@ minutes alone (119 s through 03bff89's extract_pages, load 3-5 on 2 cores; by th
 the 180 s bound) while yielding one short line of text per page: a cap on extracted text does not stop it.
 
 Run: .venv/bin/python benchmarks/slow_uploads.py [--duration 90] [--baseline 30] [--pages 60] [--skip-alone]
-Writes benchmarks/results/slow_uploads.json: {"servers": [{"label", "code", "phases": {"baseline": {...},
-"slow_uploads": {...}}}], "ratios", "alone": {...}, "setup": {...}}, and every ask's (start, latency, status)
+Writes benchmarks/results/slow_uploads.json: {"servers": [{"label", "code", "auth", "phases": {"baseline":
+{...}, "slow_uploads": {...}}}], "ratios", "alone": {...}, "setup": {...}}, and every ask's (start, latency, status)
 to benchmarks/results/slow_uploads_asks.json; prints a markdown table.
 """
 
@@ -64,6 +75,12 @@ QUESTIONS = [
     "What is the initial term?",
 ]
 STARTUP_S = 120
+# The after server's keys: role -> (user, grant). The askers ask about the sample, which alice uploads into deal-a.
+KEYS = {
+    "crafted": ("mallory", "deal-m:write"),
+    "normal": ("alice", "deal-a:write"),
+    "asker": ("alice", "deal-a:read"),
+}
 ASK_TIMEOUT_S = 120
 # The server is started through this instead of `-m docpipe` so that its log says which code it runs; the rest
 # is what `python -m docpipe` does.
@@ -150,16 +167,33 @@ def _clean_env() -> dict[str, str]:
     return env
 
 
+def _create_keys(code: Path, home: Path, work: Path) -> dict[str, dict[str, Any]]:
+    """Creates the KEYS in `home` with `code`'s `docpipe keys create`; returns role -> {user, grants, key_id, key}."""
+    made = {}
+    for role, (user, grant) in KEYS.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "docpipe", "keys", "create", "--preset", "test", "--home", str(home), "--user", user,
+             "--matter", grant, "--json"],
+            env={**_clean_env(), "PYTHONPATH": str(code)}, cwd=work, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        key = json.loads(done.stdout)
+        made[role] = {"user": key["user"], "grants": key["grants"], "key_id": key["key_id"], "key": key["key"]}
+    return made
+
+
 @contextlib.contextmanager
-def _server(label: str, code: Path, work: Path) -> Iterator[tuple[str, int, str]]:
-    """Runs `docpipe serve` from the package in `code` until the block ends; yields its URL, its process group
-    and the file its `docpipe` package was imported from."""
+def _server(label: str, code: Path, work: Path, *, keys: bool) -> Iterator[tuple[str, int, str, dict[str, Any]]]:
+    """Runs `docpipe serve` from the package in `code` until the block ends (with `keys`, the KEYS are created in
+    its home first); yields its URL, its process group, the file its `docpipe` package was imported from and
+    the keys by role (empty without keys)."""
     from docpipe.testing import wait_until_up
 
     port = _free_port()
     log = work / f"serve-{label}.log"
+    home = work / f"home-{label}"
+    made = _create_keys(code, home, work) if keys else {}
     command = [
-        sys.executable, "-c", BOOT, "serve", "--preset", "test", "--home", str(work / f"home-{label}"),
+        sys.executable, "-c", BOOT, "serve", "--preset", "test", "--home", str(home),
         "--port", str(port), "--engine", "echo", "--no-ui", "--log-level", "warning",
     ]  # fmt: skip
     # cwd is the scratch folder: `python -c` puts the cwd first on sys.path, and /work/main would shadow `code`.
@@ -174,7 +208,7 @@ def _server(label: str, code: Path, work: Path) -> Iterator[tuple[str, int, str]
         imported = log.read_text(errors="replace").split("docpipe imported from ", 1)[-1].split("\n", 1)[0]
         if not imported.startswith(str(code)):
             raise RuntimeError(f"the {label} server imported docpipe from {imported}, not from {code}")
-        yield url, process.pid, imported
+        yield url, process.pid, imported, made
     finally:
         _stop_group(process)
 
@@ -224,18 +258,30 @@ def _quantile(values: list[float], q: float) -> float | None:
 
 
 def _error_type(response: httpx.Response) -> str | None:
-    with contextlib.suppress(ValueError, AttributeError, TypeError):
+    with contextlib.suppress(ValueError, AttributeError, TypeError, KeyError):
         return str(response.json()["error"]["type"])
     return None
+
+
+def _error_message(response: httpx.Response) -> str | None:
+    with contextlib.suppress(ValueError, AttributeError, TypeError, KeyError):
+        return str(response.json()["error"]["message"])[:300]
+    return None
+
+
+def _headers(key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def _outcome(upload: dict[str, Any]) -> str:
     return " ".join(str(part) for part in (upload["status"], upload.get("error")) if part)
 
 
-def _ask_loop(url: str, doc_id: str, number: int, end: float, t0: float, out: list[dict[str, Any]]) -> None:
+def _ask_loop(
+    url: str, key: str | None, doc_id: str, number: int, end: float, t0: float, out: list[dict[str, Any]]
+) -> None:
     # One client, one connection, like separate users.
-    with httpx.Client(base_url=url, timeout=ASK_TIMEOUT_S) as client:
+    with httpx.Client(base_url=url, timeout=ASK_TIMEOUT_S, headers=_headers(key)) as client:
         turn = 0
         while time.perf_counter() < end:
             question = f"{QUESTIONS[(number + turn) % len(QUESTIONS)]} (client {number}, turn {turn})"
@@ -264,6 +310,7 @@ def _upload(client: httpx.Client, data: bytes, name: str, end: float, t0: float)
         if response.status_code != 200:
             record["error"] = _error_type(response)
             record["retry_after"] = response.headers.get("retry-after")
+            record["message"] = _error_message(response)
     except httpx.ReadTimeout:
         record["status"] = "unfinished"  # still waiting or extracting when the phase ended
     except httpx.HTTPError as exc:
@@ -273,9 +320,9 @@ def _upload(client: httpx.Client, data: bytes, name: str, end: float, t0: float)
 
 
 def _slow_upload_loop(
-    url: str, number: int, end: float, t0: float, pages: int, ops: int, out: list[dict[str, Any]]
+    url: str, key: str | None, number: int, end: float, t0: float, pages: int, ops: int, out: list[dict[str, Any]]
 ) -> None:
-    with httpx.Client(base_url=url) as client:
+    with httpx.Client(base_url=url, headers=_headers(key)) as client:
         seq = 0
         while time.perf_counter() < end:
             nonce = f"{number}-{seq}-{secrets.token_hex(4)}"
@@ -286,29 +333,33 @@ def _slow_upload_loop(
                 time.sleep(1)
 
 
-def _normal_upload(url: str, at: float, end: float, t0: float, out: list[dict[str, Any]]) -> None:
+def _normal_upload(url: str, key: str | None, at: float, end: float, t0: float, out: list[dict[str, Any]]) -> None:
     time.sleep(max(0.0, at - time.perf_counter()))
     # A trailing comment after %%EOF makes new bytes (a new document id) that read exactly like the sample.
     data = SAMPLE.read_bytes() + f"%probe {secrets.token_hex(8)}\n".encode()
-    with httpx.Client(base_url=url) as client:
+    with httpx.Client(base_url=url, headers=_headers(key)) as client:
         out.append(_upload(client, data, "normal-contract.pdf", end, t0))
 
 
-def _phase(url: str, pgid: int, doc_id: str, *, duration_s: float, askers: int, uploaders: int, pages: int,
-           ops: int) -> dict[str, Any]:  # fmt: skip
+def _phase(url: str, pgid: int, doc_id: str, keys: dict[str, str | None], *, duration_s: float, askers: int,
+           uploaders: int, pages: int, ops: int) -> dict[str, Any]:  # fmt: skip
     asks: list[dict[str, Any]] = []
     uploads: list[dict[str, Any]] = []
     probe: list[dict[str, Any]] = []
     load_start = os.getloadavg()
     t0 = time.perf_counter()
     end = t0 + duration_s
-    threads = [threading.Thread(target=_ask_loop, args=(url, doc_id, n, end, t0, asks)) for n in range(askers)]
+    threads = [
+        threading.Thread(target=_ask_loop, args=(url, keys["asker"], doc_id, n, end, t0, asks)) for n in range(askers)
+    ]
     threads += [
-        threading.Thread(target=_slow_upload_loop, args=(url, n, end, t0, pages, ops, uploads))
+        threading.Thread(target=_slow_upload_loop, args=(url, keys["crafted"], n, end, t0, pages, ops, uploads))
         for n in range(uploaders)
     ]
-    if uploaders:
-        threads.append(threading.Thread(target=_normal_upload, args=(url, t0 + duration_s / 3, end, t0, probe)))
+    # In both phases: without slow uploads it says how long a normal upload takes; with them, whether it gets in.
+    threads.append(
+        threading.Thread(target=_normal_upload, args=(url, keys["normal"], t0 + duration_s / 3, end, t0, probe))
+    )
     for thread in threads:
         thread.start()
     # Halfway through, which processes the server runs and at what priority (the extraction workers' nice).
@@ -334,6 +385,8 @@ def _phase(url: str, pgid: int, doc_id: str, *, duration_s: float, askers: int, 
         "uploads": len(uploads),
         "upload_statuses": dict(collections.Counter(_outcome(u) for u in uploads)),
         "normal_upload": probe[0] if probe else None,
+        "normal_upload_outcome": _outcome(probe[0]) if probe else None,
+        "normal_upload_s": probe[0]["duration_s"] if probe else None,
         "workers_at_half_time": workers,
         "load_average_1min": {"start": round(load_start[0], 2), "end": round(os.getloadavg()[0], 2)},
         "upload_records": uploads,
@@ -353,28 +406,45 @@ def _summary(phase: dict[str, Any]) -> str:
 
 
 def run_server(label: str, code: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    with _server(label, code, work) as (url, pgid, imported):
+    # "before" (03bff89) knows no API keys: it runs as before, without auth.
+    with _server(label, code, work, keys=label != "before") as (url, pgid, imported, made):
+        keys = {role: made[role]["key"] if made else None for role in KEYS}
+        # Which mode it runs in, as it says and as it behaves: an anonymous look-up of an unknown document is 404
+        # without auth (both versions have this route), 401 with keys.
+        said = (work / f"serve-{label}.log").read_text(errors="replace").split("authentication: ", 1)
+        anonymous = httpx.get(f"{url}/v1/documents/{'0' * 64}", timeout=30).status_code
+        auth = {
+            "mode": "per-user API keys" if made else "none (no keys, loopback, every request anonymous)",
+            "server_log_says": said[1].split("\n", 1)[0] if len(said) > 1 else None,
+            "anonymous_get_unknown_document_status": anonymous,
+            "keys": {role: {k: v for k, v in key.items() if k != "key"} for role, key in made.items()},
+        }
+        if anonymous != (401 if made else 404):
+            raise RuntimeError(f"the {label} server ({auth['mode']}) answered an anonymous request {anonymous}")
+        print(f"{label:<6} auth: {auth['mode']}; anonymous GET of an unknown document: {anonymous}", flush=True)
         data = SAMPLE.read_bytes()
         started = time.perf_counter()
         response = httpx.post(f"{url}/v1/documents", content=data, params={"name": SAMPLE.name},
-                              headers={"Content-Type": "application/pdf"}, timeout=STARTUP_S)  # fmt: skip
+                              headers={"Content-Type": "application/pdf", **_headers(keys["normal"])},
+                              timeout=STARTUP_S)  # fmt: skip
         response.raise_for_status()
         upload_s = time.perf_counter() - started
         doc = response.json()
         assert doc["id"] == hashlib.sha256(data).hexdigest(), doc
         warm = httpx.post(f"{url}/v1/documents/{doc['id']}/ask", json={"question": QUESTIONS[0], "use_cache": False},
-                          timeout=STARTUP_S)  # fmt: skip # the engine and the index are loaded before timing
+                          headers=_headers(keys["asker"]), timeout=STARTUP_S)  # fmt: skip # engine, index loaded
         warm.raise_for_status()
         phases = {}
         # The baseline first: after the slow phase, extractions it started are still running.
         plan = {"baseline": (args.baseline, 0), "slow_uploads": (args.duration, args.uploaders)}
         for phase, (duration, uploaders) in plan.items():
-            phases[phase] = _phase(url, pgid, doc["id"], duration_s=duration, askers=args.askers,
+            phases[phase] = _phase(url, pgid, doc["id"], keys, duration_s=duration, askers=args.askers,
                                    uploaders=uploaders, pages=args.pages, ops=args.ops)  # fmt: skip
             print(f"{label:<6} {phase:<12}: {_summary(phases[phase])}", flush=True)
     return {
         "label": label,
         "docpipe_imported_from": imported,
+        "auth": auth,
         "sample_upload_s": round(upload_s, 3),
         "phases": phases,
     }
@@ -385,18 +455,39 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.rstrip()
 
 
+def _docpipe_digest(tree: Path) -> str:
+    """Returns the first 16 hex digits of the SHA-256 over the names and bytes of `tree`/docpipe/**/*.py."""
+    digest = hashlib.sha256()
+    for path in sorted((tree / "docpipe").rglob("*.py")):
+        digest.update(path.relative_to(tree).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _commit_with_docpipe(digest: str, *, last: int = 10) -> str | None:
+    """Returns the newest of the last `last` commits whose docpipe/ is exactly the snapshot (`digest`), or None:
+    the working tree can hold edits that another session commits while the benchmark runs."""
+    for commit in _git("log", "--format=%H", f"-{last}").split():
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = subprocess.run(["git", "archive", commit, "docpipe"], cwd=ROOT, capture_output=True, check=True)
+            subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+            if _docpipe_digest(Path(tmp)) == digest:
+                return commit
+    return None
+
+
 def _snapshot_working_tree(work: Path) -> tuple[Path, dict[str, Any]]:
     """Copies the working tree's docpipe/ to `work` and returns where, with what it holds beyond HEAD."""
     target = work / "after"
     shutil.copytree(ROOT / "docpipe", target / "docpipe", ignore=shutil.ignore_patterns("__pycache__"))
-    digest = hashlib.sha256()
-    for path in sorted((target / "docpipe").rglob("*.py")):
-        digest.update(path.relative_to(target).as_posix().encode() + b"\0" + path.read_bytes())
+    dirty = _git("status", "--porcelain", "--untracked-files=no").splitlines()
     return target, {
+        "commit": _git("rev-parse", "HEAD"),
+        "dirty": bool(dirty),
+        "uncommitted": dirty,
         "head": _git("rev-parse", "--short", "HEAD"),
         "commits_since_before": _git("log", "--format=%h %s", f"{BEFORE_COMMIT}..HEAD").splitlines(),
         "uncommitted_in_docpipe": _git("status", "--porcelain", "--", "docpipe").splitlines(),
-        "docpipe_sha256": digest.hexdigest()[:16],
+        "docpipe_sha256": _docpipe_digest(target),
     }
 
 
@@ -414,19 +505,22 @@ def _before_tree() -> Path:
 
 def _table(servers: list[dict[str, Any]]) -> str:
     lines = [
-        "| server | phase | asks | errors | p50 s | p95 s | p99 s | max s | asks/s | crafted uploads | normal upload |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "| server (auth) | phase | asks | errors | p50 s | p95 s | p99 s | max s | asks/s | crafted uploads | "
+        "normal upload | load 1 min |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
     ]
     for server in servers:
         for name, phase in server["phases"].items():
             statuses = ", ".join(f"{k}: {v}" for k, v in sorted(phase["upload_statuses"].items())) or "-"
             probe = phase["normal_upload"]
             probe_text = f"{_outcome(probe)} after {probe['duration_s']:.1f} s" if probe else "-"
-            label = "baseline (no uploads)" if name == "baseline" else f"{phase['uploaders']} slow uploaders"
+            label = "baseline (no slow uploads)" if name == "baseline" else f"{phase['uploaders']} slow uploaders"
+            auth = "keys" if server["auth"]["keys"] else "no auth"
+            load = phase["load_average_1min"]
             lines.append(
-                f"| {server['label']} | {label} | {phase['asks']} | {phase['ask_errors']} | {phase['p50_s']} | "
-                f"{phase['p95_s']} | {phase['p99_s']} | {phase['max_s']} | {phase['throughput_rps']} | {statuses} | "
-                f"{probe_text} |"
+                f"| {server['label']} ({auth}) | {label} | {phase['asks']} | {phase['ask_errors']} | "
+                f"{phase['p50_s']} | {phase['p95_s']} | {phase['p99_s']} | {phase['max_s']} | "
+                f"{phase['throughput_rps']} | {statuses} | {probe_text} | {load['start']} -> {load['end']} |"
             )
     return "\n".join(lines)
 
@@ -454,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"one crafted PDF alone, {BEFORE_COMMIT}: {alone['seconds']} s ({alone['outcome']})", flush=True)
         code = {"before": before, "after": after}
         servers = [run_server(label, code[label], work, args) for label in args.servers.split(",")]
+    # Checked at the end: a commit made during the run may hold exactly the docpipe/ that was measured.
+    after_code["docpipe_same_as_commit"] = _commit_with_docpipe(after_code["docpipe_sha256"])
     for server in servers:
         server["code"] = {"commit": BEFORE_COMMIT} if server["label"] == "before" else after_code
     ratios = {}
@@ -469,12 +565,15 @@ def main(argv: list[str] | None = None) -> int:
         "ratios": ratios,
         "alone": alone,
         "setup": {
-            "server": "python -m docpipe serve --preset test --engine echo --no-ui (uvicorn, 127.0.0.1, no keys), "
-            "fresh home, answer cache off (use_cache false), default extraction settings (pypdf, 180 s bound)",
+            "server": "python -m docpipe serve --preset test --engine echo --no-ui (uvicorn, 127.0.0.1), fresh home, "
+            "answer cache off (use_cache false), default extraction settings (pypdf, 180 s bound)",
+            "auth": "before: no keys, no auth (03bff89 knows none). after: keys created in its home before it starts, "
+            + "; ".join(f"{role}: {user} {grant}" for role, (user, grant) in KEYS.items())
+            + "; every after request sends its role's Authorization: Bearer key (the matter is the key's only one)",
             "before": f"git worktree at {BEFORE_COMMIT}, PYTHONPATH; after: copy of the working tree's docpipe/",
             "clients": f"{args.askers} ask threads (one httpx.Client each) asking in a loop; {args.uploaders} upload "
             "threads each uploading crafted PDFs one after another, a different nonce each; one normal upload "
-            "(the sample plus a unique trailing comment) a third of the way into the phase; a request still "
+            "(the sample plus a unique trailing comment) a third of the way into each phase; a request still "
             "unanswered when the phase ends is cut and counted 'unfinished'",
             "crafted_pdf": {
                 "bytes": len(sample),
