@@ -216,7 +216,7 @@ class KeyStore:
         """Yields the records to change under an exclusive file lock (the CLI and a server may race)."""
         try:
             make_private_dir(self.folder)
-            lock = open(self.folder / ".keys.lock", "a+")  # noqa: SIM115 - closed below
+            lock = os.fdopen(os.open(self.folder / ".keys.lock", os.O_RDWR | os.O_CREAT, 0o600), "r+")
         except OSError as exc:
             raise StoreError(f"cannot write the API keys: {exc.strerror}", path=str(self.folder)) from exc
         try:

@@ -27,7 +27,9 @@ def test_a_key_is_stored_only_as_a_hash_and_grants_only_its_matters(tmp_path: Pa
     secret, info = keys.create("alice", {"deal-x": "write", "precedents": "read"})
     raw = keys.path.read_text()
     assert secret not in raw and secret.split("_")[-1] not in raw
-    assert stat.S_IMODE(keys.path.stat().st_mode) == 0o600
+    for path in keys.folder.iterdir():  # the keys and their lock file, whatever the umask
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert stat.S_IMODE(keys.folder.stat().st_mode) == 0o700
     alice = keys.authenticate(secret)
     assert alice is not None and alice.user == "alice" and alice.key_id == info.key_id
     assert alice.can("deal-x", "write") and not alice.can("deal-x", "admin")
