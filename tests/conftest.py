@@ -83,6 +83,29 @@ def chromium_path() -> Path:
     return CHROMIUM
 
 
+# Headless, and quiet on a machine without internet (no update, sync or background fetches).
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_path: Path) -> Iterator[Any]:
+    """Returns a headless Debian chromium driven by playwright, closed after the module's tests."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install playwright")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(chromium_path), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> str:
     """Returns the path of the redis-server binary the cache tests start on 127.0.0.1."""

@@ -32,14 +32,6 @@ pytestmark = [
 pytest.importorskip("gradio", reason="the workbench needs gradio: pip install 'docpipe[ui]'")
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 TIMEOUT_MS = 60_000
 # /dev/zero must be refused at once; this bound only keeps a failing run from waiting forever.
 CALL_TIMEOUT_S = 20
@@ -227,19 +219,6 @@ def test_standalone_upload_through_the_api_is_ingested_and_removed(
 
 
 # -- a real upload through the page at /ui (headless Chromium) -------------------------------------------------
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} not found: apt-get install chromium")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install playwright")
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
 def _wait_for(condition: Callable[[], bool], timeout_s: float = 10) -> bool:
     deadline = time.monotonic() + timeout_s
     while not condition():

@@ -32,14 +32,6 @@ pytestmark = [
 ]
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 QUESTION = "What is the notice period for termination for convenience?"
 TIMEOUT_MS = 60_000
 
@@ -131,16 +123,6 @@ def stream_app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     dp = DocPipe(Settings.preset("test", home=tmp_path_factory.mktemp("ui-stream")), engine=StreamingEchoEngine(0.25))
     with _serve(dp) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def _open(browser, url: str):

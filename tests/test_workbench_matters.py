@@ -19,8 +19,6 @@ pytestmark = [
 ]
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync"]
 TIMEOUT_MS = 60_000
 
 if not CHROMIUM.exists():
@@ -38,16 +36,6 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     bob, _ = keys.create("bob", {"deal-y": "write", "deal-z": "read"})
     with serving(home, "--engine", "echo", token=None) as served:
         yield {"served": served, "home": home, "alice": alice, "bob": bob}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def _login(browser, url: str, user: str, password: str):
