@@ -104,6 +104,8 @@ class DocPipe:
         # runs a worker process; documents already in the store never wait for a slot.
         extraction = self.settings.extraction
         self._slots = ExtractionSlots(extraction.max_concurrent, wait_s=extraction.queue_wait_s)
+        # Proving a second password starts a worker too: guesses must not spawn processes without bound.
+        self._password_checks = ExtractionSlots(extraction.max_concurrent, wait_s=extraction.queue_wait_s)
         if embedder is not None and self.settings.embedding.model != embedder.name:
             # A custom embedder must not share index entries with the configured one.
             self.settings = self.settings.model_copy(
@@ -231,7 +233,9 @@ class DocPipe:
         if data:
             from docpipe.extract import encryption_status
 
-            if encryption_status(data, password, settings=self.settings.extraction, name=doc.name).password_opens:
+            with self._password_checks.take(doc.name):
+                status = encryption_status(data, password, settings=self.settings.extraction, name=doc.name)
+            if status.password_opens:
                 return
         raise WrongPasswordError(
             f"the password does not open {doc.name}: check it (the user or the owner password both work)",

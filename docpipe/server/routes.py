@@ -34,6 +34,7 @@ from docpipe.server.models import (
     ReportOut,
 )
 from docpipe.server.options import TOKEN_ENV, ServeOptions
+from docpipe.store import make_private_dir
 
 try:  # the serve extra; create_app says how to install it when missing
     # At module level: FastAPI reads the endpoints' (string) annotations in this module's namespace.
@@ -246,7 +247,7 @@ def _install_routes(app: FastAPI) -> None:
         content_type = request.headers.get("content-type", "")
         password = x_document_password
         # Spooled to a private file as it arrives: waiting uploads hold disk, not memory.
-        spool_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(spool_dir)
         fd, spool = tempfile.mkstemp(dir=spool_dir, prefix="upload-", suffix=".pdf")
         try:
             with os.fdopen(fd, "wb") as out:
