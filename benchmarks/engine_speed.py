@@ -82,7 +82,7 @@ class Contract:
     """The sample contract's text (extracted by docpipe), cut into windows of the engine's own tokens."""
 
     def __init__(self, tokenizer) -> None:
-        from docpipe.extract import extract_pages
+        from docpipe.ingest.extract import extract_pages
         from docpipe.settings import ExtractionSettings
 
         pages = extract_pages(PDF.read_bytes(), settings=ExtractionSettings(), name=PDF.name)
@@ -106,7 +106,7 @@ class Contract:
 def rag_requests(contract: Contract, n: int, *, prompt_tokens: int, max_tokens: int):
     """Returns `n` distinct requests: each its own contract window and question, fixed seeds, no thinking."""
     from docpipe.engine.base import DIRECT_SAMPLING, GenerationRequest
-    from docpipe.prompts import SYSTEM_PROMPT
+    from docpipe.answer.prompts import SYSTEM_PROMPT
 
     stride = max(len(contract.ids) // n, 1)
     out = []
@@ -189,8 +189,8 @@ class _Recorder:
 
 def bench_pipeline(engine, args, tokenizer_spec: str, repeats: int, home: Path) -> dict:
     from docpipe import DocPipe, Settings
-    from docpipe.answer import generative_answer
-    from docpipe.embed import load_embedder
+    from docpipe.answer.compose import generative_answer
+    from docpipe.embed.base import load_embedder
 
     embedder = load_embedder(Settings().embedding)
     questions = QUESTIONS[:8]
@@ -254,7 +254,7 @@ def bench_pipeline(engine, args, tokenizer_spec: str, repeats: int, home: Path) 
 
 def _system_only():
     from docpipe.engine.base import GenerationRequest
-    from docpipe.prompts import SYSTEM_PROMPT
+    from docpipe.answer.prompts import SYSTEM_PROMPT
 
     return GenerationRequest.chat(SYSTEM_PROMPT, "")
 
@@ -313,7 +313,7 @@ async def bench_concurrency(engine, requests, repeats: int) -> dict:
 async def bench_prefix(engine, contract: Contract, args, repeats: int) -> dict:
     """Returns TTFTs of questions asked one after another on the same prefix (a fresh prefix per repeat)."""
     from docpipe.engine.base import DIRECT_SAMPLING, GenerationRequest
-    from docpipe.prompts import SYSTEM_PROMPT
+    from docpipe.answer.prompts import SYSTEM_PROMPT
 
     sampling = replace(DIRECT_SAMPLING, max_tokens=args.max_tokens, seed=SEED)
     system_tokens = prompt_len(engine, _system_only())
@@ -370,7 +370,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
     os.environ.setdefault("VLLM_CACHE_ROOT", str(tmp / "vllm-cache"))
     if args.model is None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from docpipe.testing import build_tiny_qwen3
+        from docpipe.testing.models import build_tiny_qwen3
 
         model = str(build_tiny_qwen3(tmp / "model"))
         tokenizer_spec = model  # budgets in the tiny model's own tokens
@@ -388,7 +388,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
     if chunked != "default":
         engine_kw["extra"] = {"enable_chunked_prefill": chunked == "on"}
     out: dict = {
-        "model": args.model or "tiny random Qwen3 (docpipe.testing.build_tiny_qwen3)",
+        "model": args.model or "tiny random Qwen3 (docpipe.testing.models.build_tiny_qwen3)",
         "max_model_len": args.max_model_len,
         "max_tokens": args.max_tokens,
         "repeats": args.repeats,

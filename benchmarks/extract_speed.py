@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:  # run from a fresh clone without `pip install -e 
     sys.path.insert(0, str(ROOT))
 
 from docpipe.errors import DocpipeError
-from docpipe.extract import EXTRACTORS, extract_pages
+from docpipe.ingest.extract import EXTRACTORS, extract_pages
 from docpipe.settings import ExtractionSettings
 
 DEFAULT_PDF_DIR = ROOT.parent / "shared" / "eval" / "cuad-dev" / "pdf"

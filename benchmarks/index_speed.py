@@ -11,13 +11,13 @@ would be the wrong test: in 384 dimensions their nearest neighbours are barely n
 which no real embedding looks like. Queries are further points from the same mixture, never in the index.
 Smaller sizes are prefixes of the largest set (the points are drawn independently, so a prefix is a sample).
 
-Per size and index type (each built through `docpipe.index.DenseIndex`, i.e. with docpipe's own parameters):
+Per size and index type (each built through `docpipe.retrieve.dense.DenseIndex`, i.e. with docpipe's own parameters):
 build time; latency of one query (`DenseIndex.search(q, k=10)`, p50 and p95, the types timed in turn for
 each query so that machine noise falls on all alike); time per query in one batch of queries; recall@10
 against the exact (flat) neighbours. A sweep of the search effort (HNSW efSearch, IVF nprobe) on the same
 built index shows what recall costs. The crossover is the smallest size at which an approximate index
 answers one query faster than flat at recall@10 >= 0.95. Near it the two differ by hundredths of a
-millisecond, within machine noise, so `docpipe.index.AUTO_FLAT_BELOW` is the smallest measured size from
+millisecond, within machine noise, so `docpipe.retrieve.dense.AUTO_FLAT_BELOW` is the smallest measured size from
 which the approximate index is at least 2x faster.
 
 One query is timed with FAISS on one thread, as a server answering concurrent requests runs it. HNSW and IVF
@@ -51,8 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a fresh clone without `pip install -e .`
     sys.path.insert(0, str(ROOT))
 
-from docpipe import index as dense_index
-from docpipe.index import DenseIndex
+from docpipe.retrieve import dense as dense_index
+from docpipe.retrieve.dense import DenseIndex
 
 DIM = 384
 K = 10

@@ -24,8 +24,8 @@ QUESTION = "Under what conditions may the franchisor terminate this agreement?"
 
 def main() -> None:
     from docpipe import DocPipe, Settings
-    from docpipe.embed import load_embedder
-    from docpipe.extract import extract_pages
+    from docpipe.embed.base import load_embedder
+    from docpipe.ingest.extract import extract_pages
 
     if not PDF.exists():
         sys.exit(f"missing {PDF}: the benchmark reads ../shared/eval in place")

@@ -52,7 +52,7 @@ def _free_port() -> int:
 def _engine_env(engine: str, work: Path) -> dict[str, str]:
     if engine == "echo":
         return {"DOCPIPE_ENGINE__BACKEND": "echo"}
-    from docpipe.testing import build_tiny_qwen3
+    from docpipe.testing.models import build_tiny_qwen3
 
     model = build_tiny_qwen3(work / "tiny-qwen3")
     # As benchmarks/ui_load.py: short contexts and answers that fit the tiny model's window.
@@ -83,7 +83,7 @@ def _server(engine: str, work: Path) -> Iterator[str]:
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    from docpipe.testing import wait_until_up
+    from docpipe.testing.models import wait_until_up
 
     try:
         wait_until_up(process, f"{url}/v1/health", timeout_s=STARTUP_S, log=log, what="docpipe serve", poll_s=0.3)
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             "server": "python -m docpipe serve --preset test --no-ui (uvicorn, 127.0.0.1), answer cache off",
             "clients": "one httpx.AsyncClient (one connection) per client, all in one process on the same "
             "machine; each client asks its questions in turn",
-            "vllm": "tiny random Qwen3 (docpipe.testing), in-process vLLM CPU, 16-token answers, 256-token contexts",
+            "vllm": "tiny random Qwen3 (docpipe.testing.models), in-process vLLM CPU, 16-token answers, 256-token contexts",
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
             "measured": time.strftime("%Y-%m-%d %H:%M"),
             # The clients share the machine with the server (and whatever else runs): say how busy it was.

@@ -126,7 +126,7 @@ def crafted_pdf(nonce: str, *, pages: int, ops: int) -> bytes:
 ALONE = """\
 import io, json, pathlib, sys, time
 import pypdf, docpipe
-from docpipe.extract import extract_pages
+from docpipe.ingest.extract import extract_pages
 data = pathlib.Path(sys.argv[1]).read_bytes()
 reader = pypdf.PdfReader(io.BytesIO(data))
 started = time.perf_counter()
@@ -186,7 +186,7 @@ def _server(label: str, code: Path, work: Path, *, keys: bool) -> Iterator[tuple
     """Runs `docpipe serve` from the package in `code` until the block ends (with `keys`, the KEYS are created in
     its home first); yields its URL, its process group, the file its `docpipe` package was imported from and
     the keys by role (empty without keys)."""
-    from docpipe.testing import wait_until_up
+    from docpipe.testing.models import wait_until_up
 
     port = _free_port()
     log = work / f"serve-{label}.log"

@@ -85,7 +85,7 @@ def _run(dp, concurrency: int) -> dict:
 def main() -> None:
     os.environ.setdefault("VLLM_CACHE_ROOT", tempfile.mkdtemp(prefix="docpipe-vllm-"))
     from docpipe import DocPipe, Settings
-    from docpipe.testing import build_tiny_qwen3
+    from docpipe.testing.models import build_tiny_qwen3
 
     model = build_tiny_qwen3(Path(tempfile.mkdtemp(prefix="tiny-qwen3-")))
     settings = Settings.preset(

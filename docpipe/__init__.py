@@ -8,13 +8,13 @@
 Importing docpipe is cheap: torch, faiss and the embedder load when first used.
 """
 
-from docpipe.accesslog import AccessLog
-from docpipe.analysis import CategoryFinding, ContractReport
-from docpipe.answer import Answer, Citation
+from docpipe.access.log import AccessLog
+from docpipe.analysis.analyze import CategoryFinding, ContractReport
+from docpipe.answer.compose import Answer, Citation
 from docpipe.audit import AuditManifest
-from docpipe.checklist import CHECKLIST, Category
-from docpipe.document import Document, Page, PageStatus, Passage, Section
-from docpipe.embed import HashingEmbedder
+from docpipe.analysis.checklist import CHECKLIST, Category
+from docpipe.types import Document, Page, PageStatus, Passage, Section
+from docpipe.embed.base import HashingEmbedder
 from docpipe.errors import (
     BusyError,
     ConfigError,
@@ -36,12 +36,12 @@ from docpipe.errors import (
     TooMuchTextError,
     WrongPasswordError,
 )
-from docpipe.keys import KeyStore, Principal
-from docpipe.matters import MatterDocument, MatterStore
+from docpipe.access.keys import KeyStore, Principal
+from docpipe.access.matters import MatterDocument, MatterStore
 from docpipe.pipeline import DocPipe
-from docpipe.retrieve import Hit
+from docpipe.retrieve.fusion import Hit
 from docpipe.settings import Settings
-from docpipe.streaming import AnswerEvent
+from docpipe.answer.streaming import AnswerEvent
 
 __version__ = "0.1.0"
 

@@ -353,7 +353,7 @@ def _cmd_ask(dp, args) -> int:
 
 
 def _cmd_eval(dp, args) -> int:
-    from docpipe.evaluate import evaluate_retrieval, format_report
+    from docpipe.eval.retrieval import evaluate_retrieval, format_report
 
     try:
         budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
@@ -377,7 +377,7 @@ def _cmd_eval(dp, args) -> int:
 
 
 def _cmd_analyze(dp, args) -> int:
-    from docpipe.checklist import CHECKLIST
+    from docpipe.analysis.checklist import CHECKLIST
 
     if args.list_categories:
         for category in CHECKLIST:
@@ -408,7 +408,7 @@ def _cmd_analyze(dp, args) -> int:
 
 
 def _cmd_eval_analysis(dp, args) -> int:
-    from docpipe.eval_analysis import evaluate_analysis, format_analysis_report
+    from docpipe.eval.analysis import evaluate_analysis, format_analysis_report
 
     progress = sys.stderr.isatty() and not args.json
     expand = False if args.no_references else None
@@ -426,7 +426,7 @@ def _cmd_eval_analysis(dp, args) -> int:
 def _cmd_keys(dp, args) -> int:
     from datetime import UTC, datetime
 
-    from docpipe.keys import KeyStore, parse_grants
+    from docpipe.access.keys import KeyStore, parse_grants
 
     keys = KeyStore(dp.store.root)
     if args.keys_command == "create":
@@ -459,7 +459,7 @@ def _cmd_keys(dp, args) -> int:
 
 
 def _cmd_matters(dp, args) -> int:
-    from docpipe.matters import MatterStore
+    from docpipe.access.matters import MatterStore
 
     store = MatterStore(dp.store.root)
     data = [
@@ -479,7 +479,7 @@ def _cmd_matters(dp, args) -> int:
 
 
 def _cmd_audit(dp, args) -> int:
-    from docpipe.accesslog import AccessLog
+    from docpipe.access.log import AccessLog
 
     log = AccessLog(dp.store.root)
     if args.verify:
@@ -506,7 +506,7 @@ def _cmd_rm(dp, args) -> int:
     from dataclasses import asdict
 
     from docpipe.errors import ConfigError, FileMissingError
-    from docpipe.keys import check_matter_name
+    from docpipe.access.keys import check_matter_name
     from docpipe.server.housekeeping import Housekeeper, Removed
 
     keeper = Housekeeper(dp)
@@ -538,7 +538,7 @@ def _cmd_rm(dp, args) -> int:
 def _doc_id_of(target: str, dp) -> str | None:
     """Returns the id a target names: a PDF's SHA-256, a full id, or an unambiguous id prefix (12+ chars)."""
     from docpipe.errors import ConfigError
-    from docpipe.store import sha256_hex
+    from docpipe.ingest.store import sha256_hex
 
     path = Path(target)
     if path.is_file():
@@ -546,7 +546,7 @@ def _doc_id_of(target: str, dp) -> str | None:
     lowered = target.lower()
     if len(lowered) < 12 or lowered.strip("0123456789abcdef"):
         return None
-    from docpipe.matters import MatterStore
+    from docpipe.access.matters import MatterStore
 
     ids = [d for d in dp.store.document_ids() if d.startswith(lowered)]
     matters = MatterStore(dp.store.root)
@@ -567,7 +567,7 @@ def _run_ui(argv: list[str]) -> int:
 
 
 def _cmd_serve(dp, args) -> int:
-    from docpipe.keys import KeyStore
+    from docpipe.access.keys import KeyStore
     from docpipe.server import ServeOptions, serve
     from docpipe.server.options import resolve_metrics_token, resolve_token, resolve_ui_auth
 

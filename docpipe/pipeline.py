@@ -14,8 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-from docpipe.answer import Answer, extractive_answer, generative_answer
-from docpipe.document import Document, Page, PageStatus, Passage
+from docpipe.answer.compose import Answer, extractive_answer, generative_answer
+from docpipe.types import Document, Page, PageStatus, Passage
 from docpipe.errors import (
     ConfigError,
     EmptyFileError,
@@ -25,16 +25,16 @@ from docpipe.errors import (
     WrongPasswordError,
 )
 from docpipe.metrics import emit as emit_metric
-from docpipe.retrieve import Hit, SearchIndex, fit_budget
+from docpipe.retrieve.fusion import Hit, SearchIndex, fit_budget
 from docpipe.settings import Settings, load_settings
-from docpipe.slots import ExtractionSlots
-from docpipe.store import Store, sha256_hex
+from docpipe.ingest.slots import ExtractionSlots
+from docpipe.ingest.store import Store, sha256_hex
 
 if TYPE_CHECKING:
-    from docpipe.analysis import ContractReport
-    from docpipe.embed import Embedder
+    from docpipe.analysis.analyze import ContractReport
+    from docpipe.embed.base import Embedder
     from docpipe.engine.base import Engine
-    from docpipe.prompts import ThinkingMode
+    from docpipe.answer.prompts import ThinkingMode
 
 __all__ = ["DocPipe", "Source"]
 
@@ -118,7 +118,7 @@ class DocPipe:
         """Returns the embedder, loaded on first use (it imports torch for real models)."""
         with self._init_lock:
             if self._embedder is None:
-                from docpipe.embed import load_embedder
+                from docpipe.embed.base import load_embedder
 
                 self._embedder = load_embedder(self.settings.embedding)
             return self._embedder
@@ -231,7 +231,7 @@ class DocPipe:
         # The stored check covers the password used first; the PDF's other password (user vs owner) also opens
         # it. Asked of a sandboxed extraction worker (never parsed here); a check that cannot finish raises.
         if data:
-            from docpipe.extract import encryption_status
+            from docpipe.ingest.extract import encryption_status
 
             with self._password_checks.take(doc.name):
                 status = encryption_status(data, password, settings=self.settings.extraction, name=doc.name)
@@ -249,7 +249,7 @@ class DocPipe:
         # check failed open on PDFs pypdf could not parse.
         if record is not None and "needs_password" in record:
             return record
-        from docpipe.extract import extract_document
+        from docpipe.ingest.extract import extract_document
 
         progress(f"extracting with {extractor}")
         # The worker that reads the text also says whether opening needed a password: one parse, sandboxed,
@@ -273,10 +273,10 @@ class DocPipe:
     def _build_index(
         self, doc_id: str, data: bytes, label: str, password: str | None, progress: Progress
     ) -> SearchIndex:
-        from docpipe.index import DenseIndex
-        from docpipe.passages import embedding_text, make_passages
-        from docpipe.sections import split_sections
-        from docpipe.tokens import get_token_counter
+        from docpipe.retrieve.dense import DenseIndex
+        from docpipe.ingest.passages import embedding_text, make_passages
+        from docpipe.ingest.sections import split_sections
+        from docpipe.ingest.tokens import get_token_counter
 
         record = self._extract(doc_id, data, label, password, progress)
         pages = [Page(p["number"], p["text"], PageStatus(p["status"]), p.get("detail", "")) for p in record["pages"]]
@@ -314,7 +314,7 @@ class DocPipe:
         files = self.store.load_index(doc_id, self.fingerprint)
         if files is None:
             return None
-        from docpipe.index import DenseIndex
+        from docpipe.retrieve.dense import DenseIndex
 
         try:
             data = json.loads(files["document.json"])
@@ -420,8 +420,8 @@ class DocPipe:
         pinned = index.front_matter(front) if self.settings.retrieval.pin_front_matter else None
         chosen = fit_budget(index.rank(question, _query), budget, k, pinned=pinned)
         if self.settings.retrieval.expand_references if expand is None else expand:
-            from docpipe.references import supporting_hits
-            from docpipe.tokens import get_token_counter
+            from docpipe.retrieve.references import supporting_hits
+            from docpipe.ingest.tokens import get_token_counter
 
             left = budget - sum(h.n_tokens for h in chosen)
             counter = get_token_counter(self.settings.chunking.tokenizer)
@@ -461,7 +461,7 @@ class DocPipe:
 
     def _open_cache(self):
         if self._cache is None:
-            from docpipe.cache import open_cache
+            from docpipe.answer.cache import open_cache
 
             url = os.environ.get("DOCPIPE_CACHE_URL") or self.settings.cache_url
             self._cache = open_cache(url, store_root=self.store.root, ttl_s=self.settings.cache_ttl_s)
@@ -510,7 +510,7 @@ class DocPipe:
             self.context(index.doc, q, k=k, budget_tokens=budget, _query=v) for q, v in zip(questions, vectors)
         ]
         if engine is None:
-            from docpipe.answer import prime_sentences
+            from docpipe.answer.compose import prime_sentences
 
             prime_sentences([h for hits in contexts for h in hits], self.embedder, index.sentence_cache)
             return [
@@ -580,7 +580,7 @@ class DocPipe:
         one, each is a candidate for review (best-matching sentences) or not_found. `expand` (default
         `analysis.expand_references`) brings definitions and cross-referenced sections into each context.
         """
-        from docpipe.analysis import analyze
+        from docpipe.analysis.analyze import analyze
 
         return analyze(
             self, doc, categories, mode=mode, password=password, use_cache=use_cache, expand=expand
@@ -609,7 +609,7 @@ class DocPipe:
     def _stamp(self, answer: Answer, doc: Document) -> Answer:
         """Returns `answer` with what its audit manifest needs beyond the answer itself."""
         from docpipe.audit import model_revision
-        from docpipe.prompts import PROMPT_VERSION
+        from docpipe.answer.prompts import PROMPT_VERSION
 
         answer.document_name = doc.name
         answer.settings_fingerprint = self.settings.settings_fingerprint()
@@ -646,7 +646,7 @@ class DocPipe:
 
     def _request(self, question: str, hits: list[Hit], doc: Document, mode: ThinkingMode, analysis: bool):
         from docpipe.engine.base import DIRECT_SAMPLING, THINKING_SAMPLING, GenerationRequest
-        from docpipe.prompts import SYSTEM_PROMPT, build_user_prompt, wants_thinking
+        from docpipe.answer.prompts import SYSTEM_PROMPT, build_user_prompt, wants_thinking
 
         settings = self.settings.engine
         thinking = wants_thinking(question, mode, analysis=analysis)
@@ -666,8 +666,8 @@ class DocPipe:
 
     def _cache_key(self, doc: Document, request, question: str, hits: list[Hit]) -> str:
         from docpipe.audit import model_revision
-        from docpipe.cache import cache_key
-        from docpipe.prompts import PROMPT_VERSION
+        from docpipe.answer.cache import cache_key
+        from docpipe.answer.prompts import PROMPT_VERSION
 
         engine = self.engine
         extra = {
@@ -690,9 +690,9 @@ class DocPipe:
             extra=extra,
         )
 
-    # -- streamed answers (the logic is in docpipe/streaming.py) -------------------------------
+    # -- streamed answers (the logic is in docpipe/answer/streaming.py) -------------------------------
     if TYPE_CHECKING:  # for the annotations below only
-        from docpipe.streaming import AnswerEvent
+        from docpipe.answer.streaming import AnswerEvent
 
     def ask_stream(
         self,
@@ -709,7 +709,7 @@ class DocPipe:
         notice, answer cache). Engines that cannot stream (extractive, the in-process batch vLLM) and cache
         hits give the ``done`` event only. Stop iterating at any time: the engine's request is cancelled.
         """
-        from docpipe.streaming import ask_stream
+        from docpipe.answer.streaming import ask_stream
 
         return ask_stream(self, doc, question, k=k, mode=mode, password=password, use_cache=use_cache)
 

@@ -113,7 +113,7 @@ class RetrievalSettings(BaseModel):
     )
     index_type: Literal["auto", "flat", "hnsw", "ivf"] = Field(
         "auto",
-        description="Dense index: auto = exact (flat) below docpipe.index.AUTO_FLAT_BELOW vectors, approximate "
+        description="Dense index: auto = exact (flat) below docpipe.retrieve.dense.AUTO_FLAT_BELOW vectors, approximate "
         "(IVF) from there on (measured crossover, benchmarks/index_speed.py); or force flat, hnsw or ivf.",
     )
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from docpipe.cache import NullCache, RedisCache, SQLiteCache, cache_key, open_cache
+from docpipe.answer.cache import NullCache, RedisCache, SQLiteCache, cache_key, open_cache
 from docpipe.errors import ConfigError, StoreError
 
 ANSWER = {
@@ -176,7 +176,7 @@ def test_unreadable_entry_is_a_miss_and_dropped(tmp_path: Path, caplog: pytest.L
     cache = SQLiteCache(path)
     with sqlite3.connect(path) as conn:
         conn.execute("INSERT INTO answers (key, value, created, expires) VALUES ('bad', '{not json', 0, NULL)")
-    with caplog.at_level(logging.WARNING, logger="docpipe.cache"):
+    with caplog.at_level(logging.WARNING, logger="docpipe.answer.cache"):
         assert cache.get("bad") is None
     assert "unreadable cache entry" in caplog.text
     assert cache.stats() == {"hits": 0, "misses": 1, "entries": 0}
@@ -272,7 +272,7 @@ def test_corrupted_file_is_moved_aside(tmp_path: Path, caplog: pytest.LogCapture
     path = tmp_path / "answers.sqlite"
     garbage = b"this is not a database \x00\xff" * 400
     path.write_bytes(garbage)
-    with caplog.at_level(logging.WARNING, logger="docpipe.cache"):
+    with caplog.at_level(logging.WARNING, logger="docpipe.answer.cache"):
         cache = SQLiteCache(path)
     aside = list(tmp_path.glob("answers.sqlite.corrupt-*"))
     assert len(aside) == 1 and aside[0].read_bytes() == garbage
@@ -339,7 +339,7 @@ def test_missing_redis_client_is_a_dependency_error() -> None:
     # A real interpreter in which `import redis` fails, as on an install without the extra.
     code = (
         "import sys; sys.modules['redis'] = None\n"
-        "from docpipe.cache import open_cache\n"
+        "from docpipe.answer.cache import open_cache\n"
         "from docpipe.errors import DependencyError\n"
         "try:\n"
         "    open_cache('redis://127.0.0.1:1/0', store_root='.', ttl_s=60)\n"

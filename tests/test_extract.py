@@ -17,7 +17,7 @@ import pytest
 from pypdf import PdfReader, PdfWriter
 from reportlab.pdfgen import canvas
 
-from docpipe.document import Page, PageStatus
+from docpipe.types import Page, PageStatus
 from docpipe.errors import (
     DocpipeError,
     EmptyFileError,
@@ -30,7 +30,7 @@ from docpipe.errors import (
     PasswordRequiredError,
     WrongPasswordError,
 )
-from docpipe.extract import EXTRACTORS, extract_pages
+from docpipe.ingest.extract import EXTRACTORS, extract_pages
 from docpipe.settings import ExtractionSettings
 
 EVAL = Path(__file__).resolve().parents[1].parent / "shared" / "eval"

@@ -20,7 +20,7 @@ import pytest
 from reportlab.pdfgen import canvas
 
 from docpipe.errors import EncryptionCheckError, ExtractionError, InputError, TooMuchTextError
-from docpipe.extract import EXTRACTORS, EncryptionStatus, encryption_status, extract_document, extract_pages
+from docpipe.ingest.extract import EXTRACTORS, EncryptionStatus, encryption_status, extract_document, extract_pages
 from docpipe.settings import ExtractionSettings
 
 BAD = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "bad-pdfs"
@@ -233,7 +233,7 @@ def test_encryption_check_refuses_bytes_that_are_not_a_pdf() -> None:
 def test_worker_runs_below_the_callers_priority(
     extractor: str, worker_nice: int, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="docpipe.extract")
+    caplog.set_level(logging.DEBUG, logger="docpipe.ingest.extract")
     extract_pages(_text_pdf("Plain contract"), settings=_settings(extractor, worker_nice=worker_nice))
     # The worker reads its own nice value after lowering it; the parent re-logs what it said.
     said = [re.search(r"runs at nice (-?\d+)$", record.getMessage()) for record in caplog.records]

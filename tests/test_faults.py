@@ -23,7 +23,7 @@ import httpx
 import pytest
 from test_server import QUESTION, ask, assert_error, free_port, server_env, serving, upload
 
-from docpipe.testing import wait_until_up
+from docpipe.testing.models import wait_until_up
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
@@ -73,7 +73,7 @@ def _wait_for(condition, *, timeout_s: float, what: str, process: subprocess.Pop
 
 def test_kill_9_during_ingestion_leaves_a_usable_store(tmp_path: Path, long_pdf: Path) -> None:
     from docpipe import DocPipe, Settings
-    from docpipe.store import Store, sha256_hex
+    from docpipe.ingest.store import Store, sha256_hex
 
     home = tmp_path / "home"
     doc_id = sha256_hex(long_pdf.read_bytes())
@@ -200,7 +200,7 @@ def _running(port: int) -> float:
 @pytest.mark.timeout(600)
 def test_model_server_dying_mid_request_is_a_503_and_recovers(tmp_path: Path, sample_pdf: Path) -> None:
     pytest.importorskip("vllm", reason="needs vllm: pip install 'docpipe[cpu]'")
-    from docpipe.testing import build_tiny_qwen3
+    from docpipe.testing.models import build_tiny_qwen3
 
     model_dir = build_tiny_qwen3(tmp_path / "model")
     vllm_port = free_port()

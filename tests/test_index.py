@@ -9,7 +9,7 @@ import pytest
 
 from docpipe import DocPipe, Settings
 from docpipe.errors import ConfigError
-from docpipe.index import AUTO_APPROXIMATE, AUTO_FLAT_BELOW, DenseIndex, choose_index_type
+from docpipe.retrieve.dense import AUTO_APPROXIMATE, AUTO_FLAT_BELOW, DenseIndex, choose_index_type
 from docpipe.settings import load_settings
 
 DIM = 384

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from docpipe import DocPipe, Settings
-from docpipe.accesslog import AccessLog, question_hash
+from docpipe.access.log import AccessLog, question_hash
 from docpipe.engine.fake import EchoEngine
 from docpipe.errors import BusyError, ConfigError, PasswordRequiredError, WrongPasswordError
-from docpipe.keys import KeyStore, Principal, parse_grants
-from docpipe.matters import MatterStore
+from docpipe.access.keys import KeyStore, Principal, parse_grants
+from docpipe.access.matters import MatterStore
 
 QUESTION = "What is the notice period for termination for convenience?"
 
@@ -239,7 +239,7 @@ def _other_pdf(tmp_path: Path) -> bytes:
 
 
 def test_one_user_never_holds_every_extraction_slot() -> None:
-    from docpipe.slots import ExtractionSlots
+    from docpipe.ingest.slots import ExtractionSlots
 
     slots = ExtractionSlots(2, wait_s=0.2)
     with slots.take("slow-1.pdf", owner="mallory"):

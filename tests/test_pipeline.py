@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from docpipe import DocPipe, EmptyFileError, FileMissingError, NotAPDFError, Settings
-from docpipe.answer import verify_quote
-from docpipe.passages import embedding_text
+from docpipe.answer.compose import verify_quote
+from docpipe.ingest.passages import embedding_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "master_services_agreement.pdf"

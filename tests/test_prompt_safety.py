@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from docpipe import DocPipe, Hit, Settings
-from docpipe.answer import generative_answer, verify_quote
+from docpipe.answer.compose import generative_answer, verify_quote
 from docpipe.engine.base import GenerationRequest, GenerationResult
 from docpipe.engine.fake import EchoEngine
-from docpipe.prompts import SYSTEM_PROMPT, build_user_prompt, contract_key
+from docpipe.answer.prompts import SYSTEM_PROMPT, build_user_prompt, contract_key
 
 QUESTION = "What is the notice period for termination for convenience?"
 

@@ -23,9 +23,9 @@ import pytest
 from test_cache import raw_redis, redis_url  # noqa: F401  (fixtures: a throwaway redis-server)
 
 from docpipe import DocPipe, Settings
-from docpipe.cache import RedisCache, SQLiteCache
+from docpipe.answer.cache import RedisCache, SQLiteCache
 from docpipe.server.storage import ResultStore
-from docpipe.store import Store, atomic_write, make_private_dir, private_umask, sha256_hex
+from docpipe.ingest.store import Store, atomic_write, make_private_dir, private_umask, sha256_hex
 
 QUESTION = "What is the notice period for termination for convenience?"
 CLAUSE = "ninety (90) days"  # the answer's text: in the extraction, the index and the cached answer
@@ -92,12 +92,12 @@ def test_an_existing_open_store_is_tightened_once(
 ) -> None:
     home = tmp_path / "home"
     (home / "docs").mkdir(parents=True, mode=0o755)
-    with caplog.at_level(logging.WARNING, logger="docpipe.store"):
+    with caplog.at_level(logging.WARNING, logger="docpipe.ingest.store"):
         Store(home)
     assert stat.S_IMODE(home.stat().st_mode) == 0o700 and stat.S_IMODE((home / "docs").stat().st_mode) == 0o700
     assert "made it private" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="docpipe.store"):
+    with caplog.at_level(logging.WARNING, logger="docpipe.ingest.store"):
         Store(home)
     assert caplog.text == ""
 

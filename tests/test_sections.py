@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from docpipe.document import Document, Page
-from docpipe.passages import embedding_text, make_passages
-from docpipe.sections import find_headings, split_sections
+from docpipe.types import Document, Page
+from docpipe.ingest.passages import embedding_text, make_passages
+from docpipe.ingest.sections import find_headings, split_sections
 from docpipe.settings import ChunkingSettings
-from docpipe.tokens import get_token_counter
-from docpipe.embed import HashingEmbedder
+from docpipe.ingest.tokens import get_token_counter
+from docpipe.embed.base import HashingEmbedder
 
 COUNTER = get_token_counter("Qwen/Qwen3-14B")
 EVAL = Path(__file__).resolve().parents[1].parent / "shared" / "eval"
@@ -145,7 +145,7 @@ def test_passages_never_exceed_what_the_embedder_reads() -> None:
 
 @pytest.mark.integration
 def test_real_contracts_section_within_limits_and_offsets() -> None:
-    from docpipe.extract import extract_pages
+    from docpipe.ingest.extract import extract_pages
     from docpipe.settings import ExtractionSettings
 
     pdfs = sorted((EVAL / "cuad-dev" / "pdf").glob("*.pdf"))[:6]

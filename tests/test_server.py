@@ -30,7 +30,7 @@ import httpx
 import pytest
 
 from docpipe.engine.base import PRIORITY_ANALYSIS, PRIORITY_INTERACTIVE, GenerationRequest, GenerationResult
-from docpipe.testing import wait_until_up
+from docpipe.testing.models import wait_until_up
 
 QUESTION = "What is the notice period for termination for convenience?"
 TOKEN = "test-token-0123456789abcdef"
@@ -334,7 +334,7 @@ def test_encrypted_pdf_needs_its_password(server: Served, eval_dir: Path) -> Non
 
 def test_planted_instructions_stay_data(server: Served, tmp_path: Path) -> None:
     from docpipe import DocPipe, Settings
-    from docpipe.prompts import SYSTEM_PROMPT, build_user_prompt
+    from docpipe.answer.prompts import SYSTEM_PROMPT, build_user_prompt
 
     data = contract_pdf(
         "MASTER AGREEMENT between Alpha Corp and Beta LLC.",
@@ -375,7 +375,7 @@ def test_analyze_returns_a_stored_report(server: Served, sample_id: str) -> None
     assert report["document_id"] == sample_id and [f["category"] for f in report["findings"]] == ["Governing Law"]
     stored = httpx.get(f"{server.url}/v1/reports/{report['id']}", headers=server.headers, timeout=10)
     assert stored.status_code == 200 and stored.json() == report
-    from docpipe.analysis import ContractReport
+    from docpipe.analysis.analyze import ContractReport
 
     assert ContractReport.from_dict(stored.json()).id == report["id"]
     unknown = httpx.post(url, json={"categories": ["Weather Clause"]}, headers=server.headers, timeout=30)
@@ -520,7 +520,7 @@ def test_vllm_scheduler_runs_a_later_interactive_request_before_earlier_bulk_one
     from vllm import SamplingParams
 
     from docpipe.engine.vllm import VLLMEngine
-    from docpipe.testing import build_tiny_qwen3
+    from docpipe.testing.models import build_tiny_qwen3
 
     model = build_tiny_qwen3(tmp_path / "model")
     engine = VLLMEngine(str(model), max_model_len=512, max_num_seqs=1, cache_root=tmp_path / "cache")

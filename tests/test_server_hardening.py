@@ -37,7 +37,7 @@ from docpipe.server.options import (
     resolve_token,
     resolve_ui_auth,
 )
-from docpipe.testing import wait_until_up
+from docpipe.testing.models import wait_until_up
 
 STARTUP_S = 90
 SOCKET_S = 30  # a protection that works answers well within this; one that is missing never does

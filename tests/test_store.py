@@ -27,7 +27,7 @@ from docpipe import (
     Settings,
     WrongPasswordError,
 )
-from docpipe.store import Store, atomic_write
+from docpipe.ingest.store import Store, atomic_write
 
 ENCRYPTED = "pypdf-r2-user-password.pdf"
 ENCRYPTED_PASSWORD = "asdfzxcv"

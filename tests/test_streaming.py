@@ -96,7 +96,7 @@ def _stream_threads() -> list[threading.Thread]:
 
 def _assert_nothing_left_running() -> None:
     """One loop thread serves every stream; no stream's task is left on it."""
-    from docpipe.streaming import _LOOP
+    from docpipe.answer.streaming import _LOOP
 
     async def others() -> int:
         return len(asyncio.all_tasks() - {asyncio.current_task()})
@@ -304,8 +304,8 @@ def test_the_real_async_vllm_engine_streams_ask_after_ask(tmp_path: Path, sample
     (the request is aborted), must run on that same loop. The tiny random model writes noise."""
     pytest.importorskip("vllm", reason="vLLM is not installed: pip install 'docpipe[cpu]'")
     from docpipe.engine.vllm import AsyncVLLMEngine
-    from docpipe.streaming import _LOOP
-    from docpipe.testing import build_tiny_qwen3
+    from docpipe.answer.streaming import _LOOP
+    from docpipe.testing.models import build_tiny_qwen3
 
     engine = AsyncVLLMEngine(
         str(build_tiny_qwen3(tmp_path / "model")), max_model_len=2048, cache_root=tmp_path / "vllm-cache"

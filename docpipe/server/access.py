@@ -7,7 +7,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-from docpipe.keys import ROLES, KeyStore, Principal, check_matter_name
+from docpipe.access.keys import ROLES, KeyStore, Principal, check_matter_name
 
 __all__ = ["DEFAULT_MATTER", "MATTER_HEADER", "AccessDenied", "Caller", "authenticate", "choose_matter"]
 

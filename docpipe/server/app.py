@@ -11,12 +11,12 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
-from docpipe.accesslog import AccessLog
+from docpipe.access.log import AccessLog
 from docpipe.errors import ConfigError, DependencyError, DocpipeError
-from docpipe.keys import KeyStore
-from docpipe.matters import MatterStore
+from docpipe.access.keys import KeyStore
+from docpipe.access.matters import MatterStore
 from docpipe.server.housekeeping import Housekeeper
-from docpipe.store import private_umask
+from docpipe.ingest.store import private_umask
 from docpipe.server.errors import _BodyLimit, _error_body, _install_error_handlers, _send_json, route_of
 from docpipe.server.options import (
     METRICS_TOKEN_ENV,

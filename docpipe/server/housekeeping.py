@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from docpipe.matters import MatterStore
+from docpipe.access.matters import MatterStore
 from docpipe.server.storage import ResultStore
 
 if TYPE_CHECKING:

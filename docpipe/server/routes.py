@@ -34,7 +34,7 @@ from docpipe.server.models import (
     ReportOut,
 )
 from docpipe.server.options import TOKEN_ENV, ServeOptions
-from docpipe.store import make_private_dir
+from docpipe.ingest.store import make_private_dir
 
 try:  # the serve extra; create_app says how to install it when missing
     # At module level: FastAPI reads the endpoints' (string) annotations in this module's namespace.
@@ -47,11 +47,11 @@ except ImportError:  # pragma: no cover
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from docpipe.accesslog import AccessLog
-    from docpipe.document import Document
+    from docpipe.access.log import AccessLog
+    from docpipe.types import Document
     from docpipe.server.housekeeping import Housekeeper
-    from docpipe.keys import KeyStore
-    from docpipe.matters import MatterDocument, MatterStore
+    from docpipe.access.keys import KeyStore
+    from docpipe.access.matters import MatterDocument, MatterStore
     from docpipe.metrics import Metrics
     from docpipe.pipeline import DocPipe
     from docpipe.server.storage import ResultStore

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from docpipe.errors import ConfigError, StoreError
-from docpipe.store import DIR_MODE, FILE_MODE, atomic_write, make_private_dir, sha256_hex, tighten_mode
+from docpipe.ingest.store import DIR_MODE, FILE_MODE, atomic_write, make_private_dir, sha256_hex, tighten_mode
 
 __all__ = ["DEFAULT_MATTER", "ResultStore"]
 

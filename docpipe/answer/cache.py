@@ -25,7 +25,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 from docpipe.errors import ConfigError, DependencyError, StoreError
-from docpipe.store import FILE_MODE, make_private_dir, tighten_mode
+from docpipe.ingest.store import FILE_MODE, make_private_dir, tighten_mode
 
 __all__ = ["DEFAULT_TTL_S", "AnswerCache", "NullCache", "RedisCache", "SQLiteCache", "cache_key", "open_cache"]
 

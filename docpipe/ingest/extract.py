@@ -13,7 +13,7 @@ The worker is a plain ``python -I -c`` child rather than a multiprocessing proce
 start method it is exec'd straight after fork, which is safe in a parent holding torch/OpenMP threads;
 unlike "spawn" and "forkserver" it does not re-import the caller's ``__main__`` (a script that calls
 `extract_pages` needs no ``if __name__ == "__main__"`` guard, and a notebook with torch loaded pays
-nothing for it). It imports only this module, `docpipe.document`, `docpipe.errors` and the chosen
+nothing for it). It imports only this module, `docpipe.types`, `docpipe.errors` and the chosen
 backend. Requests and replies cross the pipes as plain pickled data; an error comes back as
 (class name, message, context) and is raised here as the matching `DocpipeError` subclass.
 """
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from docpipe import errors
-from docpipe.document import Page, PageStatus
+from docpipe.types import Page, PageStatus
 from docpipe.errors import (
     ConfigError,
     DependencyError,
@@ -93,7 +93,7 @@ sys.path[:] = request["sys_path"]
 package = types.ModuleType("docpipe")
 package.__path__ = [request["package_dir"]]
 sys.modules["docpipe"] = package
-from docpipe.extract import _worker_main
+from docpipe.ingest.extract import _worker_main
 _worker_main(request, reply_fd)
 """
 

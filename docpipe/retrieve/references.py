@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from docpipe.document import Document, Section
-from docpipe.retrieve import Hit
+from docpipe.types import Document, Section
+from docpipe.retrieve.fusion import Hit
 
 __all__ = ["Definition", "References", "supporting_hits"]
 

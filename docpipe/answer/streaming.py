@@ -23,14 +23,14 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from docpipe.answer import Answer
+from docpipe.answer.compose import Answer
 from docpipe.engine.base import StreamTrim
 from docpipe.errors import ConfigError, DocpipeError, EngineError
 
 if TYPE_CHECKING:
     from docpipe.engine.base import AsyncEngine, GenerationResult
     from docpipe.pipeline import DocLike, DocPipe
-    from docpipe.prompts import ThinkingMode
+    from docpipe.answer.prompts import ThinkingMode
 
 __all__ = ["AnswerEvent", "ask_stream", "streaming_engine"]
 

@@ -1,7 +1,7 @@
 """Answers and their citations, and the extractive answer used when no language model is configured.
 
 A citation's quote is checked against the sections that were in the model's context (after whitespace
-normalisation, and reading the text as the prompt showed it, see `docpipe.prompts.neutralise`); its pages are
+normalisation, and reading the text as the prompt showed it, see `docpipe.answer.prompts.neutralise`); its pages are
 where it was found there. A quote that no context section holds is flagged ``verified=False`` rather than
 shown as a fact, even when the words occur elsewhere in the document: the model was not given them there.
 """
@@ -19,12 +19,12 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from docpipe.audit import AuditManifest, iso_time
-from docpipe.document import Document, page_range
-from docpipe.index import tokenize
-from docpipe.retrieve import Hit
+from docpipe.types import Document, page_range
+from docpipe.retrieve.dense import tokenize
+from docpipe.retrieve.fusion import Hit
 
 if TYPE_CHECKING:
-    from docpipe.embed import Embedder
+    from docpipe.embed.base import Embedder
     from docpipe.engine.base import GenerationResult
 
 __all__ = [
@@ -209,7 +209,7 @@ class _Piece:
 
 
 def _fold_quote(quote: str) -> str:
-    from docpipe.prompts import neutralise
+    from docpipe.answer.prompts import neutralise
 
     return _normalise(neutralise(quote))
 
@@ -217,7 +217,7 @@ def _fold_quote(quote: str) -> str:
 def _fold(text: str, base: int | None) -> _Piece:
     """Returns `text` as `_fold_quote` reads a quote copied from the prompt: tag brackets escaped as
     `neutralise` escapes them, whitespace runs as one space."""
-    from docpipe.prompts import ESCAPED_OPENER, tag_openers
+    from docpipe.answer.prompts import ESCAPED_OPENER, tag_openers
 
     events = [(m.start(), m.end(), " ") for m in _SPACE.finditer(text)]
     escaped = tag_openers(text)
@@ -252,7 +252,7 @@ def _fold(text: str, base: int | None) -> _Piece:
 _DOC_TEXT: OrderedDict[tuple[str, str, int], tuple[str, list[int], dict[str, int]]] = OrderedDict()
 _PIECES: OrderedDict[tuple[Any, ...], list[_Piece]] = OrderedDict()
 _LOCATE_LOCK = threading.Lock()
-# Definition hits join several excerpts of one section with this line (docpipe.references).
+# Definition hits join several excerpts of one section with this line (docpipe.retrieve.references).
 _EXCERPT_JOIN = "\n…\n"
 
 
@@ -479,7 +479,7 @@ def generative_answer(
     """Returns the model's answer with its quotes checked: each double-quoted span is looked up in the
     sections the model was given (`hits`); a quote that is not there is kept but flagged ``verified=False``,
     even when the same words are elsewhere in the document."""
-    from docpipe.prompts import extract_quotes
+    from docpipe.answer.prompts import extract_quotes
 
     citations: list[Citation] = []
     elsewhere = 0

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from docpipe.errors import StoreError
-from docpipe.keys import check_matter_name
-from docpipe.store import atomic_write, make_private_dir
+from docpipe.access.keys import check_matter_name
+from docpipe.ingest.store import atomic_write, make_private_dir
 
 __all__ = ["MatterDocument", "MatterStore"]
 

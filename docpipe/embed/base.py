@@ -90,7 +90,7 @@ class SentenceTransformerEmbedder:
     NUMPY_BATCH_LIMIT = 96
 
     def __init__(self, model: str = PACKAGED_MINILM, *, device: str = "cpu", batch_size: int = 32) -> None:
-        from docpipe import bert_numpy
+        from docpipe.embed import _bert_numpy as bert_numpy
 
         self._path = _resolve_model(model)
         self._device = device
@@ -143,7 +143,7 @@ class SentenceTransformerEmbedder:
 
         if self._model is None and self._numpy_ok and len(texts) <= self.NUMPY_BATCH_LIMIT:
             if self._numpy is None:
-                from docpipe.bert_numpy import NumpyBertEncoder
+                from docpipe.embed._bert_numpy import NumpyBertEncoder
 
                 self._numpy = NumpyBertEncoder(self._path, self._max_seq_length)
             from threadpoolctl import threadpool_limits

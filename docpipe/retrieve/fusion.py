@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from docpipe.document import Document, Passage, Section, page_range
-from docpipe.index import BM25, DenseIndex
+from docpipe.types import Document, Passage, Section, page_range
+from docpipe.retrieve.dense import BM25, DenseIndex
 
 if TYPE_CHECKING:
-    from docpipe.embed import Embedder
+    from docpipe.embed.base import Embedder
 
 __all__ = ["Hit", "SearchIndex", "fit_budget"]
 
@@ -84,9 +84,9 @@ class SearchIndex:
 
     @property
     def references(self):
-        """Returns the document's defined terms and numbered sections (`docpipe.references.References`)."""
+        """Returns the document's defined terms and numbered sections (`docpipe.retrieve.references.References`)."""
         if self._references is None:
-            from docpipe.references import References
+            from docpipe.retrieve.references import References
 
             self._references = References.build(self.doc)
         return self._references

@@ -1,4 +1,4 @@
-"""Contract analysis: the clause checklist (`docpipe.checklist`) run over one contract as one engine batch.
+"""Contract analysis: the clause checklist (`docpipe.analysis.checklist`) run over one contract as one engine batch.
 
 Each category is retrieved on its own (question plus the wording such clauses use, within
 `analysis.budget_tokens`, with the definitions and cross-referenced sections the retrieved clauses lean on),
@@ -19,14 +19,14 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from docpipe.answer import Citation, extractive_answer, prime_sentences
+from docpipe.answer.compose import Citation, extractive_answer, prime_sentences
 from docpipe.audit import AuditManifest
-from docpipe.checklist import Category, select_categories
+from docpipe.analysis.checklist import Category, select_categories
 
 if TYPE_CHECKING:
-    from docpipe.document import Document
+    from docpipe.types import Document
     from docpipe.pipeline import DocLike, DocPipe
-    from docpipe.retrieve import Hit
+    from docpipe.retrieve.fusion import Hit
 
 __all__ = ["CategoryFinding", "ContractReport", "Status", "analyze"]
 
@@ -242,7 +242,7 @@ def analyze(
     """Returns the checklist report for `doc` (see the module docstring); `DocPipe.analyze` calls this."""
     from docpipe import __version__
     from docpipe.audit import model_revision
-    from docpipe.prompts import ANALYSIS_PROMPT_VERSION, PROMPT_VERSION
+    from docpipe.answer.prompts import ANALYSIS_PROMPT_VERSION, PROMPT_VERSION
 
     if mode not in ("think", "no_think", "auto"):
         from docpipe.errors import ConfigError
@@ -344,9 +344,9 @@ def _judge(
 ) -> list[CategoryFinding]:
     """Returns the model's findings: every category in one engine batch, each quote checked against the
     sections given for that category (a quote from elsewhere in the document is unverified)."""
-    from docpipe.answer import generative_answer
+    from docpipe.answer.compose import generative_answer
     from docpipe.engine.base import PRIORITY_ANALYSIS
-    from docpipe.prompts import analysis_question
+    from docpipe.answer.prompts import analysis_question
 
     questions = [analysis_question(c.name, c.question, c.note) for c in chosen]
     requests = [
@@ -383,7 +383,7 @@ def _judge(
 def _finding(
     category: Category, text: str, citations: list[Citation], hits: list[Hit], error: str | None
 ) -> CategoryFinding:
-    from docpipe.prompts import parse_finding
+    from docpipe.answer.prompts import parse_finding
 
     status, note = parse_finding(text)
     verified = [c for c in citations if c.verified]

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from docpipe.errors import StoreError
-from docpipe.store import make_private_dir
+from docpipe.ingest.store import make_private_dir
 
 __all__ = ["AccessLog", "question_hash"]
 

@@ -11,7 +11,7 @@ then scored against the expert labels:
 - definition / reference coverage: of the defined terms the matched sections use and the clauses they cite,
   the share whose text is in the context (what bringing in definitions and cross-references changes).
 
-Spans are compared as case-folded NFKC alphanumerics (as in `docpipe.evaluate`).
+Spans are compared as case-folded NFKC alphanumerics (as in `docpipe.eval.retrieval`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from docpipe.evaluate import _load, normalise_span
+from docpipe.eval.retrieval import _load, normalise_span
 
 if TYPE_CHECKING:
     from docpipe.pipeline import DocPipe
