@@ -189,7 +189,7 @@ class _Recorder:
 
 def bench_pipeline(engine, args, tokenizer_spec: str, repeats: int, home: Path) -> dict:
     from docpipe import DocPipe, Settings
-    from docpipe.answer.compose import generative_answer
+    from docpipe.answer.core import build_request, context_budget, generative_answer
     from docpipe.embed.base import load_embedder
 
     embedder = load_embedder(Settings().embedding)
@@ -208,9 +208,12 @@ def bench_pipeline(engine, args, tokenizer_spec: str, repeats: int, home: Path) 
         )
         dp = DocPipe(settings, engine=engine, embedder=embedder)
         doc = dp.ingest(PDF)
-        fitted = dp._context_budget(engine)  # what ask_many passes to context()
+        fitted = context_budget(dp.settings, engine)  # what ask_many passes to context()
         contexts = [dp.context(doc, q, budget_tokens=fitted) for q in questions]
-        requests = [dp._request(q, hits, doc, "no_think", False) for q, hits in zip(questions, contexts)]
+        requests = [
+            build_request(q, hits, doc, settings=dp.settings.engine, mode="no_think")
+            for q, hits in zip(questions, contexts)
+        ]
         longest = max(prompt_len(engine, r) for r in requests)
         if longest + args.max_tokens <= args.max_model_len:
             break
@@ -228,11 +231,15 @@ def bench_pipeline(engine, args, tokenizer_spec: str, repeats: int, home: Path) 
         t_pipe.append(s)
         s, results = timed(engine.generate, requests)
         t_raw.append(s)
-        s, ctx = timed(lambda: [dp.context(doc, q, budget_tokens=dp._context_budget(engine)) for q in questions])
+        s, ctx = timed(lambda: [
+            dp.context(doc, q, budget_tokens=context_budget(dp.settings, engine)) for q in questions
+        ])
         t_ctx.append(s)
-        s, _ = timed(lambda: [dp._request(q, h, doc, "no_think", False) for q, h in zip(questions, ctx)])
+        s, _ = timed(lambda ctx=ctx: [
+            build_request(q, h, doc, settings=dp.settings.engine, mode="no_think") for q, h in zip(questions, ctx)
+        ])
         t_req.append(s)
-        s, _ = timed(lambda: [
+        s, _ = timed(lambda results=results, ctx=ctx: [
             generative_answer(q, r, h, doc, engine=engine.name, model=engine.model, fingerprint=dp.fingerprint)
             for q, r, h in zip(questions, results, ctx)
         ])

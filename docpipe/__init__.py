@@ -9,11 +9,10 @@ Importing docpipe is cheap: torch, faiss and the embedder load when first used.
 """
 
 from docpipe.access.log import AccessLog
-from docpipe.analysis.analyze import CategoryFinding, ContractReport
-from docpipe.answer.compose import Answer, Citation
+from docpipe.analysis.report import CategoryFinding, ContractReport
 from docpipe.audit import AuditManifest
 from docpipe.analysis.checklist import CHECKLIST, Category
-from docpipe.types import Document, Page, PageStatus, Passage, Section
+from docpipe.types import Answer, Citation, Document, Hit, Page, PageStatus, Passage, Section
 from docpipe.embed.base import HashingEmbedder
 from docpipe.errors import (
     BusyError,
@@ -39,7 +38,6 @@ from docpipe.errors import (
 from docpipe.access.keys import KeyStore, Principal
 from docpipe.access.matters import MatterDocument, MatterStore
 from docpipe.pipeline import DocPipe
-from docpipe.retrieve.fusion import Hit
 from docpipe.settings import Settings
 from docpipe.answer.streaming import AnswerEvent
 

@@ -1,17 +1,34 @@
-"""The data a PDF becomes: pages with a status each, clause-aware sections, and the `Document` tying them.
+"""The pipeline's data, and nothing that does work: what a PDF becomes (pages with a status each,
+clause-aware sections, passages, the `Document` tying them), what retrieval returns (`Hit`) and what an
+answer is (`Answer` with its `Citation`s).
 
 Offsets are character offsets into `Document.text`, the page texts joined by `PAGE_SEPARATOR`, so any
-section or passage can be mapped back to its pages and checked against the stored page text.
+section or passage can be mapped back to its pages and checked against the stored page text. This module
+imports nothing of docpipe but `docpipe.audit` (the manifest an answer carries): every stage may import it.
 """
 
 from __future__ import annotations
 
 import bisect
+import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-__all__ = ["PAGE_SEPARATOR", "Document", "Page", "PageStatus", "Passage", "Section", "page_range"]
+from docpipe.audit import AuditManifest, iso_time
+
+__all__ = [
+    "PAGE_SEPARATOR",
+    "Answer",
+    "Citation",
+    "Document",
+    "Hit",
+    "Page",
+    "PageStatus",
+    "Passage",
+    "Section",
+    "page_range",
+]
 
 PAGE_SEPARATOR = "\n\n"
 
@@ -90,7 +107,7 @@ class Passage:
 
 @dataclass(slots=True)
 class Document:
-    """Returns nothing; holds an ingested PDF: id (SHA-256 of its bytes), pages and sections.
+    """An ingested PDF: id (SHA-256 of its bytes), name, pages with their statuses, and sections.
 
     >>> doc = Document(id="ab" * 32, name="x.pdf", pages=[Page(1, "Hello"), Page(2, "World")])
     >>> doc.text
@@ -159,23 +176,15 @@ class Document:
             "fingerprint": self.fingerprint,
             "password_check": self.password_check,
             "pages": [
-                {"number": p.number, "text": p.text, "status": p.status.value, "detail": p.detail}
-                for p in self.pages
+                {"number": p.number, "text": p.text, "status": p.status.value, "detail": p.detail} for p in self.pages
             ],
-            "sections": [
-                {**asdict(s), "heading_path": list(s.heading_path)} for s in self.sections
-            ],
+            "sections": [{**asdict(s), "heading_path": list(s.heading_path)} for s in self.sections],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Document:
-        pages = [
-            Page(p["number"], p["text"], PageStatus(p["status"]), p.get("detail", ""))
-            for p in data["pages"]
-        ]
-        sections = [
-            Section(**{**s, "heading_path": tuple(s["heading_path"])}) for s in data.get("sections", [])
-        ]
+        pages = [Page(p["number"], p["text"], PageStatus(p["status"]), p.get("detail", "")) for p in data["pages"]]
+        sections = [Section(**{**s, "heading_path": tuple(s["heading_path"])}) for s in data.get("sections", [])]
         return cls(
             id=data["id"],
             name=data["name"],
@@ -185,3 +194,133 @@ class Document:
             fingerprint=data.get("fingerprint", ""),
             password_check=data.get("password_check"),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One retrieved section with its fused score and the passage that matched best."""
+
+    section_id: str
+    heading: str
+    heading_path: tuple[str, ...]
+    page_start: int
+    page_end: int
+    text: str
+    score: float
+    n_tokens: int
+    rank: int
+    passage_start: int = 0
+    passage_end: int = 0
+    dense_rank: int | None = None
+    bm25_rank: int | None = None
+    # "match" (ranked for the question), "front_matter" (pinned opening), or supporting material brought in
+    # for a match: "definition" (a defined term's definition) or "reference" (a section it cites).
+    role: str = "match"
+
+    @property
+    def pages(self) -> str:
+        return page_range(self.page_start, self.page_end)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "section_id": self.section_id,
+            "heading": self.heading,
+            "heading_path": list(self.heading_path),
+            "page_start": self.page_start,
+            "page_end": self.page_end,
+            "score": round(self.score, 6),
+            "n_tokens": self.n_tokens,
+            "rank": self.rank,
+            "role": self.role,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """A quoted span backing an answer: where it is (section, pages) and whether the quote was verified."""
+
+    section_id: str
+    heading: str
+    page_start: int
+    page_end: int
+    quote: str
+    verified: bool
+    score: float = 0.0
+
+    @property
+    def pages(self) -> str:
+        return page_range(self.page_start, self.page_end)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the citation as JSON-ready data, its page range spelled out (``pages``) for readers."""
+        return {**asdict(self), "pages": self.pages}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Citation:
+        """Returns the citation `to_dict` gave (keys it does not know, such as ``pages``, are ignored)."""
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass(slots=True)
+class Answer:
+    """An answer with its provenance, so it can be audited later.
+
+    `mode` is ``extractive`` (quoted sentences, no model) or ``generative``; `thinking` holds a model's
+    reasoning, never mixed into `text`.
+
+    >>> a = Answer("Who pays?", "The Customer.", "generative", [], "echo", "ab" * 32, "f", ["s001"])
+    >>> Answer.from_dict(a.to_dict()) == a
+    True
+    """
+
+    question: str
+    text: str
+    mode: str
+    citations: list[Citation]
+    engine: str
+    document_id: str
+    fingerprint: str
+    section_ids: list[str]
+    thinking: str | None = None
+    model: str | None = None
+    notice: str | None = None
+    thinking_enabled: bool = False
+    created: float = field(default_factory=time.time)
+    model_revision: str | None = None
+    prompt_version: str = ""
+    settings_fingerprint: str = ""
+    document_name: str = ""
+
+    def manifest(self) -> AuditManifest:
+        """Returns the answer's audit manifest: document SHA-256, model and revision, settings, sections, time."""
+        from docpipe import __version__
+
+        return AuditManifest(
+            kind="answer",
+            document_sha256=self.document_id,
+            document_name=self.document_name,
+            engine=self.engine,
+            model=self.model,
+            model_revision=self.model_revision,
+            thinking=self.thinking_enabled,
+            prompt_version=self.prompt_version,
+            settings_fingerprint=self.settings_fingerprint,
+            index_fingerprint=self.fingerprint,
+            section_ids=tuple(self.section_ids),
+            created=iso_time(self.created),
+            docpipe_version=__version__,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["citations"] = [c.to_dict() for c in self.citations]
+        data["manifest"] = self.manifest().to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Answer:
+        """Returns the answer stored by `to_dict` (the answer cache keeps them so)."""
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        fields["citations"] = [Citation.from_dict(c) for c in data.get("citations", [])]
+        return cls(**fields)

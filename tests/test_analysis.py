@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from docpipe import CHECKLIST, ConfigError, ContractReport, DocPipe, Settings
-from docpipe.answer.compose import verify_quote
+from docpipe.answer.verify import verify_quote
 from docpipe.analysis.checklist import select_categories
 from docpipe.retrieve.references import References
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from docpipe import DocPipe, EmptyFileError, FileMissingError, NotAPDFError, Settings
-from docpipe.answer.compose import verify_quote
+from docpipe.answer.verify import verify_quote
 from docpipe.ingest.passages import embedding_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def test_sample_is_extracted_page_by_page_and_sectioned_by_its_clauses(sample) -
 
 
 def test_every_embedded_passage_fits_the_embedder(dp: DocPipe, sample) -> None:
-    index = dp._index_for(sample)
+    index = dp.index(sample)
     model = dp.embedder._load_torch_model()  # the sentence-transformers model is the judge of its own limit
     tokenizer = model.tokenizer
     limit = model.max_seq_length

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from docpipe import DocPipe, Hit, Settings
-from docpipe.answer.compose import generative_answer, verify_quote
+from docpipe.answer.core import generative_answer
+from docpipe.answer.verify import verify_quote
 from docpipe.engine.base import GenerationRequest, GenerationResult
 from docpipe.engine.fake import EchoEngine
 from docpipe.answer.prompts import SYSTEM_PROMPT, build_user_prompt, contract_key

@@ -14,7 +14,7 @@ delimiter, for two reasons that hold apart:
 - anything in untrusted text that reads as one of our tags (``contract`` or ``section`` after an opening
   bracket, in any case, with spaces, invisible characters, a look-alike bracket or slash, attributes or
   none) has its bracket written as ``&lt;``: no text but docpipe's own labels opens or closes a tag.
-  Quote verification (`docpipe.answer.compose`) reads contract text through the same `neutralise`, so a quote the
+  Quote verification (`docpipe.answer.verify`) reads contract text through the same `neutralise`, so a quote the
   model copies from the prompt is still found in the page text.
 """
 
@@ -27,7 +27,7 @@ import secrets
 import unicodedata
 from typing import Literal
 
-from docpipe.retrieve.fusion import Hit
+from docpipe.types import Hit
 
 __all__ = [
     "ANALYSIS_PROMPT_VERSION",

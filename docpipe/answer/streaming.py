@@ -1,10 +1,11 @@
 """Streamed answers: `DocPipe.ask_stream` yields the thinking and the answer as the engine writes them, then
 the finished `Answer`, the same one `DocPipe.ask` returns (checked citations, notice, cache).
 
-Retrieval, the request and the cache key are `ask`'s own. Engines with an async ``stream`` (the
+`stream_answer` plans the question as `ask_many` does (`docpipe.answer.core.plan_answers`: retrieval, request,
+cache key) and finishes the result as it does (`finish_answer`). Engines with an async ``stream`` (the
 `AsyncEngine` protocol: `EchoEngine`, `OpenAIEngine`, `AsyncVLLMEngine`) stream; a `BatchingEngine` is
-looked through to the engine it wraps. Anything else (no model: the extractive answer; the in-process
-batch `VLLMEngine`) gives one ``done`` event holding `ask`'s answer.
+looked through to the engine it wraps (`streaming_engine`). For anything else (no model: the extractive
+answer; the in-process batch `VLLMEngine`) `DocPipe.ask_stream` gives one ``done`` event holding `ask`'s answer.
 
 The engine's async iterator runs on docpipe's private event loop, in one background thread that all streams
 share, so the sync generator works from plain code, from Gradio's worker threads and from inside a running
@@ -23,16 +24,19 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from docpipe.answer.compose import Answer
+from docpipe.answer.core import CacheOpener, cache_call, cache_put, finish_answer, plan_answers
 from docpipe.engine.base import StreamTrim
-from docpipe.errors import ConfigError, DocpipeError, EngineError
+from docpipe.errors import DocpipeError, EngineError
+from docpipe.types import Answer
 
 if TYPE_CHECKING:
-    from docpipe.engine.base import AsyncEngine, GenerationResult
-    from docpipe.pipeline import DocLike, DocPipe
     from docpipe.answer.prompts import ThinkingMode
+    from docpipe.embed.base import Embedder
+    from docpipe.engine.base import AsyncEngine, Engine, GenerationResult
+    from docpipe.retrieve.fusion import SearchIndex
+    from docpipe.settings import Settings
 
-__all__ = ["AnswerEvent", "ask_stream", "streaming_engine"]
+__all__ = ["AnswerEvent", "stream_answer", "streaming_engine"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +48,7 @@ _CLOSE_TIMEOUT_S = 10.0
 
 @dataclass(frozen=True, slots=True)
 class AnswerEvent:
-    """Returns nothing; holds one piece of a streamed answer.
+    """One piece of a streamed answer.
 
     ``kind`` is ``thinking`` or ``answer`` for a piece of text (`text`), and ``done`` for the last event,
     which carries the finished `answer`. The ``answer`` pieces join to ``answer.text`` (whitespace at either
@@ -79,34 +83,38 @@ def streaming_engine(engine: Any) -> AsyncEngine | None:
     return None
 
 
-def ask_stream(
-    dp: DocPipe,
-    doc: DocLike,
+def stream_answer(
+    index: SearchIndex,
     question: str,
     *,
+    engine: Engine,
+    embedder: Embedder,
+    settings: Settings,
+    fingerprint: str,
+    cache: CacheOpener,
     k: int | None = None,
     mode: ThinkingMode | None = None,
-    password: str | None = None,
     use_cache: bool = True,
 ) -> Iterator[AnswerEvent]:
-    """Returns an iterator of `AnswerEvent`: thinking and answer pieces as the engine streams them, then one
-    ``done`` event with the `Answer` that `dp.ask` gives for the same arguments (see `DocPipe.ask_stream`)."""
-    engine = dp.engine
+    """Returns an iterator of `AnswerEvent`: thinking and answer pieces as `engine` streams them (it must have
+    a `streaming_engine`), then one ``done`` event with the `Answer` that `ask` gives for the same arguments,
+    cached as `ask` caches it; a cached answer comes as the ``done`` event alone."""
     streamer = streaming_engine(engine)
-    if engine is None or streamer is None:
-        yield AnswerEvent("done", answer=dp.ask(doc, question, k=k, mode=mode, password=password, use_cache=use_cache))
-        return
-    # Retrieval, request, cache key and the finished answer exactly as ask_many makes them for one question.
-    index = dp._index_for(doc, password)
-    budget = dp._context_budget(engine)
-    if not question or not question.strip():
-        raise ConfigError("a question is empty: ask something about the document")
-    vector = dp.embedder.embed([question])[0]
-    hits = dp.context(index.doc, question, k=k, budget_tokens=budget, _query=vector)
-    request = dp._request(question, hits, index.doc, mode or dp.settings.engine.thinking, False)
-    key = dp._cache_key(index.doc, request, question, hits)
+    if streamer is None:
+        raise TypeError(f"the {getattr(engine, 'name', engine)!r} engine cannot stream: ask() instead")
+    plan = plan_answers(
+        index,
+        [question],
+        engine=engine,
+        embedder=embedder,
+        settings=settings,
+        fingerprint=fingerprint,
+        k=k,
+        mode=mode,
+    )
+    hits, request, key = plan.contexts[0], plan.requests[0], plan.keys[0]
     if use_cache:
-        stored = dp._cache_call("get", key)
+        stored = cache_call(cache, "get", key)
         if stored is not None:
             yield AnswerEvent("done", answer=Answer.from_dict(stored))
             return
@@ -141,11 +149,16 @@ def ask_stream(
             engine=streamer.name,
             model=streamer.model,
         )
-    yield AnswerEvent("done", answer=dp._finish(question, result, hits, request, key, index.doc, use_cache=use_cache))
+    answer = finish_answer(
+        question, result, hits, request, index.doc, engine=engine, settings=settings, fingerprint=fingerprint
+    )
+    if use_cache and not result.error:
+        cache_put(cache, key, answer.to_dict(), index.doc)
+    yield AnswerEvent("done", answer=answer)
 
 
 class _SharedLoop:
-    """Returns docpipe's private event loop for streams, running in a daemon thread started on first use
+    """Docpipe's private event loop for streams, running in a daemon thread started on first use
     (and again in a forked child, where the thread does not exist)."""
 
     def __init__(self) -> None:

@@ -106,12 +106,14 @@ def evaluate_analysis(
         doc = dp.ingest(folder / file)
         report = dp.analyze(doc, mode=mode, expand=expand, use_cache=False)
         analysis_s.append(report.seconds)
-        refs = dp._index_for(doc).references
+        refs = dp.index(doc).references
         for finding in report.findings:
             record = records.get(finding.category.casefold())
             if record is None:
                 continue
-            spans = [a["text"] for a in record.get("answer_spans", []) if len(normalise_span(a["text"])) >= MIN_SPAN_CHARS]
+            spans = [
+                a["text"] for a in record.get("answer_spans", []) if len(normalise_span(a["text"])) >= MIN_SPAN_CHARS
+            ]
             labelled = bool(record.get("has_answer")) and bool(spans)
             context = normalise_span(" ".join(h.text for h in finding.hits))
             quotes = [q.quote for q in finding.quotes]

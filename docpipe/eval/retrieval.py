@@ -99,8 +99,13 @@ def evaluate_retrieval(
         chunks = counter.chunks(doc_text, BASELINE_CHUNK_TOKENS) if baseline else []
         chunk_vectors = dp.embedder.embed([c for c, _ in chunks]) if chunks else None
         contract_rows.append(
-            {"file": file, "pages": len(doc.pages), "tokens": doc_tokens, "sections": len(doc.sections),
-             "ingest_s": round(ingest_s, 2)}
+            {
+                "file": file,
+                "pages": len(doc.pages),
+                "tokens": doc_tokens,
+                "sections": len(doc.sections),
+                "ingest_s": round(ingest_s, 2),
+            }
         )
         for record in records:
             if not record.get("has_answer"):
@@ -198,7 +203,9 @@ def format_report(report: dict[str, Any]) -> str:
     long = report["long_subset"]
     if long["pairs"]:
         lines.append("")
-        lines.append(f"contracts over {long['min_tokens']} tokens ({long['contracts']} contracts, {long['pairs']} pairs)")
+        lines.append(
+            f"contracts over {long['min_tokens']} tokens ({long['contracts']} contracts, {long['pairs']} pairs)"
+        )
         lines.append(line("  docpipe", long["recall_at_budget"]))
         if "baseline" in long:
             lines.append(line("  baseline", long["baseline"]["recall_at_budget"]))

@@ -1,58 +1,23 @@
 """Small-to-big hybrid retrieval: score passages densely and with BM25, fuse by reciprocal rank, lift
-passages to their parent sections, and fit the sections into a token budget."""
+passages to their parent sections, fit the sections into a token budget, and assemble the context a question
+sends to the model (`select_context`: ranked sections, pinned front matter, supporting definitions and
+cross-references, in document order)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from docpipe.types import Document, Passage, Section, page_range
+from docpipe.errors import ConfigError
 from docpipe.retrieve.dense import BM25, DenseIndex
+from docpipe.types import Document, Hit, Passage, Section
 
 if TYPE_CHECKING:
     from docpipe.embed.base import Embedder
+    from docpipe.retrieve.references import References
+    from docpipe.settings import ChunkingSettings, RetrievalSettings
 
-__all__ = ["Hit", "SearchIndex", "fit_budget"]
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One retrieved section with its fused score and the passage that matched best."""
-
-    section_id: str
-    heading: str
-    heading_path: tuple[str, ...]
-    page_start: int
-    page_end: int
-    text: str
-    score: float
-    n_tokens: int
-    rank: int
-    passage_start: int = 0
-    passage_end: int = 0
-    dense_rank: int | None = None
-    bm25_rank: int | None = None
-    # "match" (ranked for the question), "front_matter" (pinned opening), or supporting material brought in
-    # for a match: "definition" (a defined term's definition) or "reference" (a section it cites).
-    role: str = "match"
-
-    @property
-    def pages(self) -> str:
-        return page_range(self.page_start, self.page_end)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "section_id": self.section_id,
-            "heading": self.heading,
-            "heading_path": list(self.heading_path),
-            "page_start": self.page_start,
-            "page_end": self.page_end,
-            "score": round(self.score, 6),
-            "n_tokens": self.n_tokens,
-            "rank": self.rank,
-            "role": self.role,
-            "text": self.text,
-        }
+__all__ = ["SearchIndex", "context_limits", "fit_budget", "select_context"]
 
 
 @dataclass(slots=True)
@@ -83,8 +48,8 @@ class SearchIndex:
         return replace(_hit(section, score=0.0, rank=-1, passage=None), role="front_matter")
 
     @property
-    def references(self):
-        """Returns the document's defined terms and numbered sections (`docpipe.retrieve.references.References`)."""
+    def references(self) -> References:
+        """Returns the document's defined terms and numbered sections, found on first use."""
         if self._references is None:
             from docpipe.retrieve.references import References
 
@@ -125,9 +90,7 @@ class SearchIndex:
         hits = []
         for rank, (sid, pid) in enumerate(ordered):
             hit = _hit(self._sections[sid], score=fused[pid], rank=rank, passage=self.passages[pid])
-            hits.append(
-                replace(hit, dense_rank=dense_rank.get(pid), bm25_rank=bm25_rank.get(pid))
-            )
+            hits.append(replace(hit, dense_rank=dense_rank.get(pid), bm25_rank=bm25_rank.get(pid)))
         return hits
 
 
@@ -147,9 +110,7 @@ def _hit(section: Section, *, score: float, rank: int, passage: Passage | None) 
     )
 
 
-def fit_budget(
-    hits: list[Hit], budget_tokens: int, k: int | None = None, *, pinned: Hit | None = None
-) -> list[Hit]:
+def fit_budget(hits: list[Hit], budget_tokens: int, k: int | None = None, *, pinned: Hit | None = None) -> list[Hit]:
     """Returns hits in rank order that fit together within `budget_tokens` (at most `k` of them).
 
     A section too large for what is left is skipped, and smaller ones further down still get their turn.
@@ -168,3 +129,44 @@ def fit_budget(
             chosen.append(hit)
             used += hit.n_tokens
     return chosen
+
+
+def context_limits(retrieval: RetrievalSettings, k: int | None, budget_tokens: int | None) -> tuple[int, int]:
+    """Returns (k, budget in tokens): the given ones, else the settings'; a ConfigError when either is below 1."""
+    k = retrieval.k if k is None else k
+    budget = retrieval.budget_tokens if budget_tokens is None else budget_tokens
+    if k < 1:
+        raise ConfigError(f"k must be at least 1, got {k}")
+    if budget < 1:
+        raise ConfigError(f"the token budget must be at least 1, got {budget}")
+    return k, budget
+
+
+def select_context(
+    index: SearchIndex,
+    question: str,
+    *,
+    retrieval: RetrievalSettings,
+    chunking: ChunkingSettings,
+    k: int | None = None,
+    budget_tokens: int | None = None,
+    expand: bool | None = None,
+    query: Any = None,
+) -> list[Hit]:
+    """Returns the sections that go to the model with `question`, in document order: the top `k` that fit in
+    the budget, plus the document's front matter when `retrieval.pin_front_matter`, plus (with `expand`,
+    default `retrieval.expand_references`) the definitions and cross-referenced sections those sections use,
+    in the budget left (their `role` says which). `query` is the question's embedding when the caller has it.
+    """
+    k, budget = context_limits(retrieval, k, budget_tokens)
+    pinned = index.front_matter(chunking.front_matter_tokens) if retrieval.pin_front_matter else None
+    chosen = fit_budget(index.rank(question, query), budget, k, pinned=pinned)
+    if retrieval.expand_references if expand is None else expand:
+        from docpipe.ingest.tokens import get_token_counter
+        from docpipe.retrieve.references import supporting_hits
+
+        left = budget - sum(h.n_tokens for h in chosen)
+        counter = get_token_counter(chunking.tokenizer)
+        chosen += supporting_hits(chosen, index.doc, index.references, budget_tokens=left, count_tokens=counter.count)
+    position = {s.id: i for i, s in enumerate(index.doc.sections)}
+    return sorted(chosen, key=lambda h: (position[h.section_id], h.passage_start))

@@ -10,15 +10,15 @@ context's order, into whatever token budget is left. They go to the model marked
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from docpipe.types import Document, Section
-from docpipe.retrieve.fusion import Hit
+from docpipe.types import Document, Hit, Section
 
 __all__ = ["Definition", "References", "supporting_hits"]
 
-_Q_OPEN = "\"“"
-_Q_CLOSE = "\"”"
+_Q_OPEN = '"“'
+_Q_CLOSE = '"”'
 # "Term" means / shall mean / has the meaning / refers to ...
 _MEANS = re.compile(
     rf"[{_Q_OPEN}](?P<term>[A-Z][\w&/\-. ']{{1,60}}?)[{_Q_CLOSE}]\s*(?:\([^)]{{0,40}}\)\s*)?,?\s*"
@@ -35,8 +35,13 @@ _REFERENCE = re.compile(
 )
 _HEADING_NUMBER = re.compile(r"^(?:(?:ARTICLE|Article|SECTION|Section|CLAUSE|Clause)\s+)?(\d{1,3}(?:\.\d{1,3}){0,3})\b")
 # A numbered clause starting a line inside a section: "14.1 Non-Solicitation." / "(ii)" is not one.
-_LINE_NUMBER = re.compile(r"(?m)^[ \t]*(?:(?:ARTICLE|Article|SECTION|Section)\s+)?(\d{1,3}(?:\.\d{1,3}){0,3})\.?[ \t]+(?=[A-Z\"“(])")
-_SENTENCE_END = re.compile(r"(?<=[.;])[\"”)]?\s+(?=[\"“(A-Z0-9])|\n\s*\n")
+_LINE_NUMBER = re.compile(
+    r"(?m)^[ \t]*(?:(?:ARTICLE|Article|SECTION|Section)\s+)?(\d{1,3}(?:\.\d{1,3}){0,3})\.?[ \t]+(?=[A-Z\"“(])"
+)
+# Where a definition or a cut referenced clause may end: after "." or ";" (or a blank line). Unlike the sentence
+# ends of extractive answers (docpipe.answer.extractive), ":" does not end one, so a definition keeps the list it
+# introduces ('"Services" means: (a) ... (b) ...').
+_STATEMENT_END = re.compile(r"(?<=[.;])[\"”)]?\s+(?=[\"“(A-Z0-9])|\n\s*\n")
 # Terms every clause uses and the pinned front matter already defines.
 _GENERIC = {"agreement", "this agreement", "party", "parties", "you", "we", "us", "our", "your", "company"}
 
@@ -135,12 +140,12 @@ def _sentence_around(text: str, start: int, end: int) -> tuple[int, int]:
     """Returns the offsets of the sentence (or clause item) holding text[start:end], bounded in length."""
     lo = max(0, start - MAX_DEFINITION_CHARS // 2)
     left = start
-    for match in _SENTENCE_END.finditer(text, lo, start):
+    for match in _STATEMENT_END.finditer(text, lo, start):
         left = match.end()
     if left == start:
         newline = text.rfind("\n", lo, start)
         left = newline + 1 if newline >= 0 else lo
-    stop = _SENTENCE_END.search(text, end, min(len(text), left + MAX_DEFINITION_CHARS))
+    stop = _STATEMENT_END.search(text, end, min(len(text), left + MAX_DEFINITION_CHARS))
     right = stop.start() if stop else min(len(text), left + MAX_DEFINITION_CHARS)
     return left, right
 
@@ -151,7 +156,7 @@ def supporting_hits(
     refs: References,
     *,
     budget_tokens: int,
-    count_tokens,
+    count_tokens: Callable[[str], int],
 ) -> list[Hit]:
     """Returns definition and cross-reference hits for the sections in `context`, within `budget_tokens`.
 
@@ -227,7 +232,7 @@ def _own_clause(text: str) -> str:
     return text
 
 
-def _cut(text: str, limit: int, count_tokens) -> tuple[str, int]:
+def _cut(text: str, limit: int, count_tokens: Callable[[str], int]) -> tuple[str, int]:
     """Returns the longest run of whole sentences from the start of `text` within `limit` tokens."""
     if limit <= 0:
         return "", 0
@@ -235,7 +240,7 @@ def _cut(text: str, limit: int, count_tokens) -> tuple[str, int]:
     tokens = count_tokens(text)
     if tokens <= limit:
         return text, tokens
-    ends = [m.start() for m in _SENTENCE_END.finditer(text)]
+    ends = [m.start() for m in _STATEMENT_END.finditer(text)]
     best: tuple[str, int] = ("", 0)
     lo, hi = 0, len(ends) - 1
     while lo <= hi:  # token counts grow with the prefix: bisect on the sentence ends

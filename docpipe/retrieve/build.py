@@ -1,0 +1,265 @@
+"""A document's search index: made from its PDF (read from a path or bytes, extracted text, clause-aware sections, embedder-sized passages,
+their embeddings in FAISS), kept in the store under the document id and the index fingerprint, and loaded back;
+plus the gate on an encrypted PDF's stored text (`check_access`).
+
+Functions over explicit arguments (store, embedder, settings, fingerprint); `DocPipe` keeps the loaded indexes
+and the extraction slots and calls them. The extraction record stored per document says whether opening the
+PDF needed a password and holds a slow hash of the password that did (`password_check`): stored text is handed
+out only to a caller who can open the PDF.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from docpipe.errors import EmptyFileError, FileMissingError, InputError, PasswordRequiredError, WrongPasswordError
+from docpipe.metrics import emit as emit_metric
+from docpipe.retrieve.fusion import SearchIndex
+from docpipe.types import Document, Page, PageStatus, Passage
+
+if TYPE_CHECKING:
+    from docpipe.embed.base import Embedder
+    from docpipe.ingest.slots import ExtractionSlots
+    from docpipe.ingest.store import Store
+    from docpipe.retrieve.dense import DenseIndex
+    from docpipe.settings import ExtractionSettings, RetrievalSettings, Settings
+
+__all__ = [
+    "Source",
+    "build_index",
+    "check_access",
+    "extract",
+    "load_index",
+    "password_check",
+    "read_source",
+    "search_index",
+    "view",
+]
+
+logger = logging.getLogger(__name__)
+
+# What a PDF can be given as: a path, or its bytes.
+Source = str | Path | bytes | bytearray | memoryview
+Progress = Callable[[str], None]
+
+
+def read_source(source: Source, name: str | None) -> tuple[bytes, str]:
+    """Returns the PDF's bytes and the name to show for it (`name`, else the file's name, else
+    ``document.pdf``); raises an `InputError` subclass for a missing file, a folder, an object of another type
+    or an empty file."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        label = name or "document.pdf"
+    elif isinstance(source, (str, Path)):
+        path = Path(source).expanduser()
+        label = name or path.name
+        if not path.exists():
+            raise FileMissingError(f"no such file: {path}", path=str(path))
+        if path.is_dir():
+            raise InputError(f"{path} is a folder: give the PDF file inside it", path=str(path))
+        data = path.read_bytes()
+    else:
+        raise InputError(
+            f"cannot ingest an object of type {type(source).__name__}: pass a file path or the PDF's bytes",
+        )
+    if not data:
+        raise EmptyFileError(f"{label} is empty (0 bytes): check the upload or the path", path=label)
+    return data, label
+
+
+def password_check(doc_id: str, password: str) -> str:
+    """Returns the PBKDF2 of `password` salted with the document id, as stored beside an encrypted PDF's text."""
+    # Slow on purpose: the store must not make guessing a document's password cheap.
+    return hashlib.pbkdf2_hmac("sha256", password.encode(), doc_id.encode(), 100_000).hex()
+
+
+def check_access(
+    doc: Document,
+    password: str | None,
+    data: bytes | None,
+    *,
+    slots: ExtractionSlots,
+    settings: ExtractionSettings,
+) -> None:
+    """Returns when the caller may read `doc`'s stored text: it was not encrypted, or `password` opens the PDF
+    (the one stored, or the PDF's other password, asked of a sandboxed extraction worker holding one of `slots`);
+    raises `PasswordRequiredError` or `WrongPasswordError` otherwise."""
+    check = doc.password_check
+    if not check:
+        return
+    if password is None:
+        raise PasswordRequiredError(
+            f"{doc.name} is encrypted: pass the password (--password on the command line, password= in Python)",
+            path=doc.name,
+        )
+    if password_check(doc.id, password) == check:
+        return
+    # The stored check covers the password used first; the PDF's other password (user vs owner) also opens
+    # it. Asked of a sandboxed extraction worker (never parsed here); a check that cannot finish raises.
+    if data:
+        from docpipe.ingest.extract import encryption_status
+
+        with slots.take(doc.name):
+            status = encryption_status(data, password, settings=settings, name=doc.name)
+        if status.password_opens:
+            return
+    raise WrongPasswordError(
+        f"the password does not open {doc.name}: check it (the user or the owner password both work)",
+        path=doc.name,
+    )
+
+
+def extract(
+    store: Store,
+    doc_id: str,
+    data: bytes,
+    label: str,
+    password: str | None,
+    *,
+    settings: ExtractionSettings,
+    fingerprint: str,
+    progress: Progress,
+) -> Document:
+    """Returns the document's pages (no sections yet) from the store's extraction record for this extractor,
+    else extracted now in a sandboxed worker and stored with the PDF. Its `password_check` is set when
+    opening the PDF needed `password`; the caller checks access before handing the text out."""
+    extractor = settings.extractor
+    record = store.load_extraction(doc_id, extractor)
+    # Records from before the sandboxed encryption check (no "needs_password") are extracted again: the old
+    # check failed open on PDFs pypdf could not parse.
+    if record is None or "needs_password" not in record:
+        record = _extract_record(store, doc_id, data, label, password, settings=settings, progress=progress)
+    pages = [Page(p["number"], p["text"], PageStatus(p["status"]), p.get("detail", "")) for p in record["pages"]]
+    return Document(
+        id=doc_id,
+        name=label,
+        pages=pages,
+        extractor=record["extractor"],
+        fingerprint=fingerprint,
+        password_check=record.get("password_check"),
+    )
+
+
+def _extract_record(
+    store: Store,
+    doc_id: str,
+    data: bytes,
+    label: str,
+    password: str | None,
+    *,
+    settings: ExtractionSettings,
+    progress: Progress,
+) -> dict[str, Any]:
+    from docpipe.ingest.extract import extract_document
+
+    extractor = settings.extractor
+    progress(f"extracting with {extractor}")
+    # The worker that reads the text also says whether opening needed a password: one parse, sandboxed,
+    # and a check that cannot finish fails the extraction rather than leaving the text unlocked.
+    extraction = extract_document(data, password=password, settings=settings, name=label)
+    needs_password = extraction.encryption.needs_password
+    record = {
+        "name": label,
+        "extractor": extractor,
+        "pages": [
+            {"number": p.number, "text": p.text, "status": p.status.value, "detail": p.detail} for p in extraction.pages
+        ],
+        "password_check": password_check(doc_id, password) if password and needs_password else None,
+        "needs_password": needs_password,
+    }
+    store.save_source(doc_id, data)
+    store.save_extraction(doc_id, extractor, record)
+    return record
+
+
+def build_index(
+    doc: Document,
+    *,
+    store: Store,
+    embedder: Embedder,
+    settings: Settings,
+    fingerprint: str,
+    progress: Progress,
+) -> SearchIndex:
+    """Returns the search index of an extracted `doc`, made and stored: its sections (set on `doc`), passages
+    sized to `embedder`, their embeddings in a dense index; saved under the document id and `fingerprint`."""
+    from docpipe.ingest.passages import embedding_text, make_passages
+    from docpipe.ingest.sections import split_sections
+    from docpipe.ingest.tokens import get_token_counter
+    from docpipe.retrieve.dense import DenseIndex
+
+    progress("splitting into sections")
+    counter = get_token_counter(settings.chunking.tokenizer)
+    doc.sections = split_sections(doc, counter, settings.chunking)
+    passages = make_passages(doc.sections, doc.text, embedder, overlap=settings.chunking.passage_overlap)
+    progress(f"embedding {len(passages)} passages")
+    sections = {s.id: s for s in doc.sections}
+    vectors = embedder.embed([embedding_text(p, sections[p.section_id], embedder) for p in passages])
+    dense = DenseIndex(vectors, index_type=settings.retrieval.index_type)
+    files = {
+        "document.json": json.dumps(doc.to_dict()).encode(),
+        "passages.json": json.dumps([[p.section_id, p.start, p.end] for p in passages]).encode(),
+        "dense.faiss": dense.serialize(),
+    }
+    store.save_index(doc.id, fingerprint, files, {"embedder": embedder.name, "passages": len(passages)})
+    logger.info(
+        "ingested %s: %d pages, %d sections, %d passages", doc.name, len(doc.pages), len(doc.sections), len(passages)
+    )
+    emit_metric("pages_ingested", pages=len(doc.pages))
+    return search_index(doc, passages, dense, embedder=embedder, retrieval=settings.retrieval)
+
+
+def load_index(
+    doc_id: str, *, store: Store, embedder: Embedder, retrieval: RetrievalSettings, fingerprint: str
+) -> SearchIndex | None:
+    """Returns the stored search index of the document under `fingerprint`, or None when there is none; an
+    unreadable one is dropped from the store (it is rebuilt on next use)."""
+    files = store.load_index(doc_id, fingerprint)
+    if files is None:
+        return None
+    from docpipe.retrieve.dense import DenseIndex
+
+    try:
+        data = json.loads(files["document.json"])
+        doc = Document.from_dict(data)
+        text = doc.text
+        passages = [
+            Passage(i, sid, start, end, text[start:end])
+            for i, (sid, start, end) in enumerate(json.loads(files["passages.json"]))
+        ]
+        dense = DenseIndex.deserialize(files["dense.faiss"])
+    except (KeyError, ValueError, TypeError, RuntimeError) as exc:
+        logger.warning("stored index for %s is unreadable (%s); rebuilding it", doc_id, exc)
+        store.drop_index(doc_id, fingerprint)
+        return None
+    return search_index(doc, passages, dense, embedder=embedder, retrieval=retrieval)
+
+
+def search_index(
+    doc: Document, passages: list[Passage], dense: DenseIndex, *, embedder: Embedder, retrieval: RetrievalSettings
+) -> SearchIndex:
+    """Returns the `SearchIndex` over `doc`'s passages: dense scores, plus BM25 when `retrieval.hybrid`."""
+    return SearchIndex(
+        doc=doc,
+        passages=passages,
+        dense=dense,
+        embedder=embedder,
+        hybrid=retrieval.hybrid,
+        rrf_k=retrieval.rrf_k,
+    )
+
+
+def view(index: SearchIndex, doc: Document) -> SearchIndex:
+    """Returns `index` seen through `doc`: its display name and matter, the shared index underneath."""
+    if doc.name == index.doc.name and doc.matter == index.doc.matter:
+        return index
+    seen = copy.copy(index)
+    seen.doc = replace(index.doc, name=doc.name, matter=doc.matter)
+    return seen
