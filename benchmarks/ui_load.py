@@ -52,7 +52,7 @@ def _user(url: str, number: int, doc_id: str) -> dict:
 
 def _run(dp, concurrency: int) -> dict:
     sys.path.insert(0, str(ROOT))
-    from ui.app import build_app, launch_kwargs
+    from docpipe.ui.app import build_app, launch_kwargs
 
     demo = build_app(dp, concurrency=concurrency, max_queue=64)
     port = _free_port()

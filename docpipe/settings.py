@@ -1,5 +1,8 @@
 """One `Settings` object for every stage, read from arguments, the environment (``DOCPIPE_`` prefix,
 ``__`` between nested names, e.g. ``DOCPIPE_EXTRACTION__EXTRACTOR=pypdfium2``) and named presets.
+
+Every model refuses keys it does not know, so a misspelt setting (``retrieval={"kk": 2}`` or
+``DOCPIPE_RETRIEVAL__KK=2``) is an error that names it instead of a default silently kept.
 """
 
 from __future__ import annotations
@@ -10,59 +13,78 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from docpipe.errors import ConfigError
 
 __all__ = [
+    "PRESETS",
+    "AnalysisSettings",
     "ChunkingSettings",
     "EmbeddingSettings",
     "EngineSettings",
     "ExtractionSettings",
-    "PRESETS",
-    "AnalysisSettings",
     "RetrievalSettings",
     "Settings",
     "default_home",
     "load_settings",
+    "merge_settings",
 ]
 
 
-class ExtractionSettings(BaseModel):
+class _Section(BaseModel):
+    # A typo in a nested key is an error, as at the top level.
+    model_config = ConfigDict(extra="forbid")
+
+
+class ExtractionSettings(_Section):
+    """PDF to text: the extractor, and the time, memory and size bounds of its worker process."""
+
     extractor: Literal["pypdf", "pypdfium2"] = Field(
         "pypdf", description="PDF text extractor; pypdfium2 is several times faster on long contracts."
     )
-    timeout_s: float = Field(
-        180.0, gt=0, description="Per-document time bound for extraction, in seconds."
-    )
+    timeout_s: float = Field(180.0, gt=0, description="Per-document time bound for extraction, in seconds.")
     memory_limit_mb: int = Field(
         4096, gt=0, description="Address-space cap for the extraction worker (guards against decompression bombs)."
     )
     max_pages: int = Field(5000, gt=0, description="Refuse documents with more pages than this.")
     max_chars: int = Field(
-        2_000_000, gt=0, description="Refuse documents whose extracted text is longer than this many characters "
-        "(the largest contract measured holds 300,000); stops a small crafted PDF that expands to megabytes of text."
+        2_000_000,
+        gt=0,
+        description="Refuse documents whose extracted text is longer than this many characters "
+        "(the largest contract measured holds 300,000); stops a small crafted PDF that expands to megabytes of text.",
     )
     max_page_chars: int = Field(
-        50_000, gt=0, description="Refuse documents with a page of more text than this many characters (the "
-        "densest contract page measured holds 6,500); checked while the page is read, so the worker stops early."
+        50_000,
+        gt=0,
+        description="Refuse documents with a page of more text than this many characters (the "
+        "densest contract page measured holds 6,500); checked while the page is read, so the worker stops early.",
     )
     worker_nice: int = Field(
-        10, ge=0, le=19, description="How many nice levels below its caller the extraction worker runs, so a slow "
-        "upload does not starve interactive questions (0 keeps the caller's priority)."
+        10,
+        ge=0,
+        le=19,
+        description="How many nice levels below its caller the extraction worker runs, so a slow "
+        "upload does not starve interactive questions (0 keeps the caller's priority).",
     )
     max_concurrent: int = Field(
-        2, gt=0, description="Extractions running at once per DocPipe (API and workbench share them); each is a "
-        "worker process. Documents already in the store do not take a slot."
+        2,
+        gt=0,
+        description="Extractions running at once per DocPipe (API and workbench share them); each is a "
+        "worker process. Documents already in the store do not take a slot.",
     )
     queue_wait_s: float = Field(
-        30.0, gt=0, description="How long an upload waits for an extraction slot before it is refused as busy "
-        "(HTTP 503 with Retry-After)."
+        30.0,
+        gt=0,
+        description="How long an upload waits for an extraction slot before it is refused as busy "
+        "(HTTP 503 with Retry-After).",
     )
 
 
-class ChunkingSettings(BaseModel):
+class ChunkingSettings(_Section):
+    """Sections and passages: the tokenizer that measures them and their sizes in tokens."""
+
     tokenizer: str = Field(
         "Qwen/Qwen3-14B",
         description="Tokenizer that measures section size: a local HF model folder or a Qwen model name "
@@ -76,17 +98,19 @@ class ChunkingSettings(BaseModel):
         "boundaries) into pieces of at most this many tokens; capped by max_section_tokens.",
     )
     front_matter_tokens: int = Field(
-        512, ge=0, description="The document's opening (title, parties, date) is kept as a section of at most this size."
+        512,
+        ge=0,
+        description="The document's opening (title, parties, date) is kept as a section of at most this size.",
     )
     min_section_tokens: int = Field(
         48, ge=0, description="Sections shorter than this merge into a neighbour under the same parent."
     )
-    passage_overlap: int = Field(
-        48, ge=0, description="Overlap between consecutive passages, in embedder word-pieces."
-    )
+    passage_overlap: int = Field(48, ge=0, description="Overlap between consecutive passages, in embedder word-pieces.")
 
 
-class EmbeddingSettings(BaseModel):
+class EmbeddingSettings(_Section):
+    """The passage embedder: model, batch size, device."""
+
     model: str = Field(
         "all-MiniLM-L6-v2",
         description="sentence-transformers model: 'all-MiniLM-L6-v2' (packaged offline), a local folder, "
@@ -96,7 +120,9 @@ class EmbeddingSettings(BaseModel):
     device: str = Field("cpu", description="Torch device for the embedder.")
 
 
-class RetrievalSettings(BaseModel):
+class RetrievalSettings(_Section):
+    """Ranking (dense, BM25, fusion) and the token budget of the context sent to the model."""
+
     k: int = Field(4, gt=0, description="Sections returned by search.")
     budget_tokens: int = Field(16384, gt=0, description="Token budget for the sections sent to the model.")
     hybrid: bool = Field(True, description="Fuse BM25 with dense scores (reciprocal rank fusion).")
@@ -118,7 +144,10 @@ class RetrievalSettings(BaseModel):
     )
 
 
-class EngineSettings(BaseModel):
+class EngineSettings(_Section):
+    """How answers are produced: the backend, the model, the few vLLM options that matter and
+    `engine_kwargs` passed through, sampling and thinking budgets."""
+
     backend: Literal["auto", "extractive", "vllm", "openai", "echo"] = Field(
         "auto",
         description="auto: a configured URL -> that server; a local model folder -> vLLM; a CUDA GPU with vLLM "
@@ -166,7 +195,9 @@ class EngineSettings(BaseModel):
     )
 
 
-class AnalysisSettings(BaseModel):
+class AnalysisSettings(_Section):
+    """The contract-analysis checklist: its budget per category, references, offline candidates."""
+
     budget_tokens: int = Field(
         4096, gt=0, description="Context budget per checklist category (all categories go to the engine at once)."
     )
@@ -174,7 +205,7 @@ class AnalysisSettings(BaseModel):
     expand_references: bool = Field(
         True,
         description="Bring the definitions of defined terms and the sections named by cross-references "
-        "(\"subject to Section 9.2\") used in the retrieved sections into the context, within the budget.",
+        '("subject to Section 9.2") used in the retrieved sections into the context, within the budget.',
     )
     candidate_sentences: int = Field(2, gt=0, description="Offline (no model): candidate sentences per category.")
     min_candidate_score: float = Field(
@@ -186,10 +217,16 @@ class AnalysisSettings(BaseModel):
 
 
 class Settings(BaseSettings):
-    """Returns nothing; holds every setting docpipe reads.
+    """Every setting docpipe reads: arguments first, then ``DOCPIPE_*`` variables, then the defaults.
+    Unknown keys, nested ones included, are refused.
 
     >>> Settings(retrieval={"k": 2}).retrieval.k
     2
+    >>> Settings(retrieval={"kk": 2})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for Settings
+    retrieval.kk
+    ...
     """
 
     model_config = SettingsConfigDict(env_prefix="DOCPIPE_", env_nested_delimiter="__", extra="forbid")
@@ -214,7 +251,7 @@ class Settings(BaseSettings):
     cache_url: str | None = Field(
         None,
         description="Answer cache: empty = SQLite under the store; sqlite:///path; redis://host:port/0; 'none'. "
-        "DOCPIPE_CACHE_URL works too.",
+        "From the environment: DOCPIPE_CACHE_URL (an argument wins over it).",
     )
     cache_ttl_s: float = Field(30 * 86400, gt=0, description="How long a cached answer stays valid, in seconds.")
 
@@ -223,13 +260,7 @@ class Settings(BaseSettings):
         """Returns the settings of a named preset (see `PRESETS`), with overrides applied."""
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(sorted(PRESETS))}")
-        data: dict[str, Any] = json.loads(json.dumps(PRESETS[name]))
-        for key, value in overrides.items():
-            if isinstance(value, dict) and isinstance(data.get(key), dict):
-                data[key].update(value)
-            else:
-                data[key] = value
-        return load_settings(**data)
+        return load_settings(**merge_settings(PRESETS[name], overrides))
 
     def store_root(self) -> Path:
         """Returns the store directory: `home`, else ``$DOCPIPE_HOME``, else the user cache dir."""
@@ -266,6 +297,21 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+def merge_settings(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Returns `base` with `overrides` laid over it, nested dicts merged key by key (neither is changed).
+
+    >>> merge_settings({"engine": {"backend": "echo"}}, {"engine": {"model": "m"}, "home": "/tmp/x"})
+    {'engine': {'backend': 'echo', 'model': 'm'}, 'home': '/tmp/x'}
+    """
+    merged: dict[str, Any] = json.loads(json.dumps(base))
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_settings(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
 def load_settings(**data: Any) -> Settings:
     """Returns `Settings` from arguments and ``DOCPIPE_*`` variables; a bad value is a `ConfigError` that
     names the setting, its environment variable and what is wrong."""
@@ -278,8 +324,21 @@ def load_settings(**data: Any) -> Settings:
         for error in exc.errors():
             path = [str(part) for part in error["loc"]]
             variable = "DOCPIPE_" + "__".join(path).upper()
-            problems.append(f"{'.'.join(path)} (env {variable}): {error['msg']}")
+            message = error["msg"]
+            if error["type"] == "extra_forbidden":
+                message = f"no such setting: check its spelling ({_known(path[:-1])})"
+            problems.append(f"{'.'.join(path)} (env {variable}): {message}")
         raise ConfigError("invalid setting: " + "; ".join(problems)) from None
+
+
+def _known(parent: list[str]) -> str:
+    model: type[BaseModel] = Settings
+    for part in parent:
+        annotation = model.model_fields[part].annotation if part in model.model_fields else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return "see docpipe.settings"
+        model = annotation
+    return "known: " + ", ".join(model.model_fields)
 
 
 def default_home() -> Path:

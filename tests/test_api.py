@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 import docpipe
 from docpipe import (
@@ -26,15 +26,15 @@ from docpipe import (
     FileMissingError,
     InputError,
     MalformedPDFError,
-    NoTextError,
     NotAPDFError,
+    NoTextError,
     PasswordRequiredError,
     Settings,
     StoreError,
     WrongPasswordError,
 )
 from docpipe import errors as errors_module
-from docpipe.settings import PRESETS
+from docpipe.settings import PRESETS, load_settings, merge_settings
 
 PUBLIC_API = [
     "AccessLog",
@@ -211,6 +211,50 @@ def test_invalid_setting_is_a_value_error(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("DOCPIPE_EXTRACTION__EXTRACTOR", "tesseract")
     with pytest.raises(ValueError):
         Settings()
+
+
+NESTED_SECTIONS = ["extraction", "chunking", "embedding", "retrieval", "engine", "analysis"]
+
+
+@pytest.mark.parametrize("section", NESTED_SECTIONS)
+def test_unknown_nested_key_is_an_error_that_names_it(section: str) -> None:
+    with pytest.raises(ValidationError, match=rf"{section}\.kk"):
+        Settings(**{section: {"kk": 2}})
+    with pytest.raises(ConfigError) as caught:
+        load_settings(**{section: {"kk": 2}})
+    message = str(caught.value)
+    assert f"{section}.kk" in message and f"DOCPIPE_{section.upper()}__KK" in message
+    assert "no such setting" in message and next(iter(type(getattr(Settings(), section)).model_fields)) in message
+
+
+def test_unknown_nested_env_var_is_an_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Variables of other parts of docpipe (no "__" into a settings section) are not settings: left alone.
+    monkeypatch.setenv("DOCPIPE_SERVE_TOKEN", "x" * 24)
+    monkeypatch.setenv("DOCPIPE_UI_AUTH", "alice:s3cret")
+    assert load_settings(home=tmp_path).retrieval.k == 4
+    monkeypatch.setenv("DOCPIPE_RETRIEVAL__KK", "2")  # a typo of DOCPIPE_RETRIEVAL__K
+    with pytest.raises(ConfigError, match="DOCPIPE_RETRIEVAL__KK.*no such setting"):
+        load_settings(home=tmp_path)
+
+
+def test_cache_url_comes_from_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert Settings(home=tmp_path).cache_url is None
+    monkeypatch.setenv("DOCPIPE_CACHE_URL", "none")
+    assert Settings(home=tmp_path).cache_url == "none"
+    assert Settings.preset("test", home=tmp_path).cache_url == "none"
+    assert Settings(home=tmp_path, cache_url="sqlite:///x.db").cache_url == "sqlite:///x.db", "an argument wins"
+
+
+def test_preset_overrides_merge_with_the_preset_and_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("DOCPIPE_ENGINE__MODEL", "from-env")
+    settings = Settings.preset("test", home=tmp_path, engine={"backend": "echo"})
+    assert (settings.engine.backend, settings.engine.model, settings.embedding.model) == ("echo", "from-env", "hashing")
+    base = {"engine": {"backend": "echo", "engine_kwargs": {"a": 1}}}
+    merged = merge_settings(base, {"engine": {"engine_kwargs": {"b": 2}}})
+    assert merged == {"engine": {"backend": "echo", "engine_kwargs": {"a": 1, "b": 2}}}
+    assert base == {"engine": {"backend": "echo", "engine_kwargs": {"a": 1}}}, "the preset itself is not changed"
 
 
 def test_presets() -> None:

@@ -169,7 +169,7 @@ def test_serve_workbench_still_serves_only_its_own_files(served: tuple[Served, P
 def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
     """Returns the standalone workbench's URL, its store and its upload folder."""
     from docpipe import DocPipe, Settings
-    from ui.app import build_app, launch_kwargs
+    from docpipe.ui.app import build_app, launch_kwargs
 
     base = tmp_path_factory.mktemp("launch-ui")
     uploads = base / "gradio"

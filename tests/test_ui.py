@@ -42,8 +42,11 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 
 sync_api.expect.set_options(timeout=TIMEOUT_MS)
 
-import ui.app  # noqa: E402
-from ui.app import build_app, default_docpipe, highlight, launch_kwargs, safe_name  # noqa: E402
+import docpipe.ui.app  # noqa: E402
+import docpipe.ui.handlers  # noqa: E402
+from docpipe.names import clean_upload_name  # noqa: E402
+from docpipe.ui.app import build_app, default_docpipe, launch_kwargs  # noqa: E402
+from docpipe.ui.render import highlight  # noqa: E402
 
 
 def _free_port() -> int:
@@ -205,13 +208,52 @@ def test_two_users_ask_at_once(browser, app_url: str, sample_pdf: Path, artifact
             context.close()
 
 
-def test_sessions_do_not_share_documents(browser, app_url: str, sample_pdf: Path) -> None:
-    context, page = _open(browser, app_url)
+def _one_page_pdf(path: Path, title: str) -> Path:
+    from reportlab.pdfgen import canvas
+
+    pdf = canvas.Canvas(str(path))
+    pdf.drawString(60, 740, title)
+    pdf.drawString(60, 710, "1. Term. This agreement lasts one year from the effective date.")
+    pdf.drawString(60, 690, "2. Termination. Either party may terminate it on thirty (30) days' written notice.")
+    pdf.save()
+    return path
+
+
+def _picker_options(page) -> list[str]:
+    """Returns the labels the Ask tab's document picker offers."""
+    page.get_by_role("tab", name="Ask").click()
+    page.locator("#ask-doc input").click()
+    options = page.get_by_role("option")
+    options.first.wait_for()
+    labels = options.all_inner_texts()
+    page.keyboard.press("Escape")
+    return labels
+
+
+def test_sessions_do_not_share_documents(browser, app_url: str, sample_pdf: Path, tmp_path: Path) -> None:
+    other = _one_page_pdf(tmp_path / "session_two_supply_agreement.pdf", "SUPPLY AGREEMENT")
+    (first_context, first), (second_context, second) = _open(browser, app_url), _open(browser, app_url)
     try:
-        _ask(page, QUESTION)
-        sync_api.expect(page.locator("#answer-text")).to_contain_text("upload a PDF")
+        _upload(first, sample_pdf)
+        sync_api.expect(first.locator("#upload-result")).to_contain_text("15 pages", timeout=TIMEOUT_MS)
+        # The second session has uploaded nothing: the first session's document is not there to ask.
+        _ask(second, QUESTION)
+        sync_api.expect(second.locator("#answer-text")).to_contain_text("upload a PDF")
+        _upload(second, other)
+        sync_api.expect(second.locator("#upload-result")).to_contain_text("1 page,", timeout=TIMEOUT_MS)
+        # Each session's pickers list its own upload and not the other's, and its question is answered from it.
+        first_options, second_options = _picker_options(first), _picker_options(second)
+        assert len(first_options) == 1 and sample_pdf.name in first_options[0], first_options
+        assert len(second_options) == 1 and other.name in second_options[0], second_options
+        _ask(second, QUESTION)
+        assert "thirty" in _answer_text(second).lower()
+        _ask(first, QUESTION)
+        answer = _answer_text(first)
+        assert "p. 9" in answer + first.locator("#citations").inner_text() or "ninety" in answer.lower(), answer
+        assert "thirty" not in answer.lower()
     finally:
-        context.close()
+        first_context.close()
+        second_context.close()
 
 
 def test_highlight_escapes_and_marks() -> None:
@@ -222,9 +264,9 @@ def test_highlight_escapes_and_marks() -> None:
 
 
 def test_safe_name_keeps_only_the_base_name() -> None:
-    assert safe_name("../../etc/passwd") == "passwd"
-    assert safe_name("C:\\Users\\x\\contract.pdf") == "contract.pdf"
-    assert safe_name("a\x00b\nc.pdf") == "abc.pdf"
+    assert clean_upload_name("../../etc/passwd") == "passwd"
+    assert clean_upload_name("C:\\Users\\x\\contract.pdf") == "contract.pdf"
+    assert clean_upload_name("a\x00b\nc.pdf") == "abc.pdf"
 
 
 def test_thinking_is_kept_apart_from_the_answer(browser, slow_app_url: str, sample_pdf: Path, artifacts: Path) -> None:
@@ -334,7 +376,7 @@ def test_main_binds_loopback_and_asks_for_login(repo_root: Path, tmp_path: Path)
     env = {**os.environ, "DOCPIPE_HOME": str(tmp_path / "home"), "GRADIO_ANALYTICS_ENABLED": "False",
            "DOCPIPE_UI_AUTH": "alice:s3cret", "GRADIO_TEMP_DIR": str(uploads)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ui.app", "--preset", "test", "--port", str(port)],
+        [sys.executable, "-m", "docpipe.ui.app", "--preset", "test", "--port", str(port)],
         cwd=repo_root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
@@ -346,7 +388,8 @@ def test_main_binds_loopback_and_asks_for_login(repo_root: Path, tmp_path: Path)
                 break
             except httpx.TransportError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(proc.stdout.read().decode() if proc.stdout else "ui.app did not start")
+                    output = proc.stdout.read().decode() if proc.stdout else "docpipe.ui.app did not start"
+                    raise AssertionError(output) from None
                 time.sleep(0.3)
         assert httpx.get(base + "/config").status_code == 401
         with httpx.Client(base_url=base) as client:
@@ -447,7 +490,7 @@ def _pre_text(fragment: str) -> str:
 def test_ask_handler_yields_updates_as_the_answer_streams(
     tmp_path: Path, sample_pdf: Path, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
-    monkeypatch.setattr(ui.app, "STREAM_INTERVAL_S", 0.0)  # one page update per piece
+    monkeypatch.setattr(docpipe.ui.handlers, "STREAM_INTERVAL_S", 0.0)  # one page update per piece
     dp = DocPipe(Settings.preset("test", home=tmp_path, engine={"backend": backend}))
     doc = dp.ingest(sample_pdf)
     ask = next(fn.fn for fn in build_app(dp).fns.values() if fn.api_name == "ask")
@@ -564,7 +607,7 @@ def test_gradio_sweeps_report_copies_from_its_cache(
 
     uploads = tmp_path / "gradio"
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(uploads))
-    assert build_app(DocPipe(Settings.preset("test", home=tmp_path / "h0"))).delete_cache == ui.app.DELETE_CACHE
+    assert build_app(DocPipe(Settings.preset("test", home=tmp_path / "h0"))).delete_cache == docpipe.ui.app.DELETE_CACHE
     dp = DocPipe(Settings.preset("test", home=tmp_path / "home"))
     demo = build_app(dp, delete_cache=(1, 1))
     port = _free_port()

@@ -23,7 +23,8 @@ SESSION_MATTER = "session"
 
 
 class WorkbenchAccess:
-    """Returns the workbench's login check, the caller's principal and matters, and logs their actions.
+    """Who may use the workbench and what they see: the login check, the caller's principal and matters, and
+    the access-log lines of their actions.
 
     >>> import tempfile; from docpipe import Settings                  # doctest: +SKIP
     >>> access = WorkbenchAccess(DocPipe(Settings.preset("test", home=tempfile.mkdtemp())))  # doctest: +SKIP
@@ -73,6 +74,7 @@ class WorkbenchAccess:
         return principal
 
     def user(self, request: Any) -> str:
+        """Returns the logged-in user's name, or ``local`` without a login."""
         return getattr(request, "username", None) or "local"
 
     # -- matters -----------------------------------------------------------------------------------
@@ -91,7 +93,8 @@ class WorkbenchAccess:
             held = principal.role(matter)
             raise DocpipeError(
                 f"you may {held} in matter {matter!r}; this needs {role}: ask an admin of the matter"
-                if held else f"no matter {matter!r} for your keys"
+                if held
+                else f"no matter {matter!r} for your keys"
             )
         return matter
 
@@ -115,9 +118,7 @@ class WorkbenchAccess:
         if record is None:
             raise DocpipeError("choose a document of this matter from the list first")
         if record.encrypted and not (set(record.granted) & self.grant_ids(principal)):
-            raise DocpipeError(
-                f"{record.name} is encrypted: upload it again with its password (Upload tab) to open it"
-            )
+            raise DocpipeError(f"{record.name} is encrypted: upload it again with its password (Upload tab) to open it")
         doc = self.dp.document(record.id, authorized=True, name=record.name, matter=matter)
         if doc is None:
             raise DocpipeError(f"{record.name} is no longer stored: upload it again")
@@ -126,16 +127,30 @@ class WorkbenchAccess:
     def added(self, principal: Principal, matter: str, doc: Document, name: str) -> None:
         """Records an upload in the matter (an encrypted PDF opened with its password is granted to the user)."""
         self.matters.add(
-            matter, doc.id, name=name, user=principal.user, key_id=f"workbench:{principal.user}",
+            matter,
+            doc.id,
+            name=name,
+            user=principal.user,
+            key_id=f"workbench:{principal.user}",
             encrypted=doc.encrypted,
         )
 
     def record(
-        self, request: Any, matter: str | None, action: str, document: str | None = None,
-        questions: list[str] | None = None, outcome: str = "ok",
+        self,
+        request: Any,
+        matter: str | None,
+        action: str,
+        document: str | None = None,
+        questions: list[str] | None = None,
+        outcome: str = "ok",
     ) -> None:
         """Appends the action to the access log, as the API's routes do."""
         self.log.record(
-            user=self.user(request), key_id="workbench", matter=matter or SESSION_MATTER, action=action,
-            document=document, question=questions, outcome=outcome,
+            user=self.user(request),
+            key_id="workbench",
+            matter=matter or SESSION_MATTER,
+            action=action,
+            document=document,
+            question=questions,
+            outcome=outcome,
         )

@@ -11,13 +11,13 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
-from docpipe.access.log import AccessLog
-from docpipe.errors import ConfigError, DependencyError, DocpipeError
 from docpipe.access.keys import KeyStore
+from docpipe.access.log import AccessLog
 from docpipe.access.matters import MatterStore
-from docpipe.server.housekeeping import Housekeeper
+from docpipe.errors import ConfigError, DependencyError, DocpipeError
 from docpipe.ingest.store import private_umask
 from docpipe.server.errors import _BodyLimit, _error_body, _install_error_handlers, _send_json, route_of
+from docpipe.server.housekeeping import Housekeeper
 from docpipe.server.options import (
     METRICS_TOKEN_ENV,
     METRICS_TOKEN_FILE_ENV,
@@ -293,12 +293,12 @@ def _mount_ui(app: FastAPI, dp: DocPipe, options: ServeOptions) -> None:
             f"the workbench needs Gradio: pip install 'docpipe[ui]', or serve the API alone with --no-ui ({exc})"
         ) from exc
     try:
-        from ui.access import WorkbenchAccess
-        from ui.app import build_app, launch_kwargs
+        from docpipe.ui.access import WorkbenchAccess
+        from docpipe.ui.app import build_app, launch_kwargs
     except ImportError as exc:
         raise DependencyError(
-            f"cannot load the workbench (ui.app: {exc}): is the ui package installed beside docpipe? "
-            "Or serve the API alone with --no-ui"
+            f"cannot load the workbench (docpipe.ui: {exc}): reinstall docpipe with the ui extra "
+            "(pip install 'docpipe[ui]'), or serve the API alone with --no-ui"
         ) from exc
     pages = dp.settings.extraction.max_pages
     # The workbench is behind the same API keys as /v1 (or the --ui-auth login), and keeps to their matters.
@@ -353,9 +353,6 @@ def _close_engine(dp: DocPipe) -> None:
 
 
 # -- running ------------------------------------------------------------------------------------------------
-_is_loopback = is_loopback  # the name app.py used before options.py had it
-
-
 def _raw_reply(status: bytes, kind: str, message: str) -> bytes:
     body = json.dumps(_error_body(kind, message)).encode()
     return (b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\ncontent-length: "

@@ -4,7 +4,6 @@ where ``ps`` shows them), and the check that refuses an exposed server without a
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import secrets
 import socket
@@ -12,6 +11,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from docpipe.access.login import UI_AUTH_ENV, is_loopback, parse_login
 from docpipe.errors import ConfigError
 
 __all__ = [
@@ -35,7 +35,6 @@ __all__ = [
 
 TOKEN_ENV = "DOCPIPE_SERVE_TOKEN"
 TOKEN_FILE_ENV = "DOCPIPE_SERVE_TOKEN_FILE"
-UI_AUTH_ENV = "DOCPIPE_UI_AUTH"
 UI_AUTH_FILE_ENV = "DOCPIPE_UI_AUTH_FILE"
 METRICS_TOKEN_ENV = "DOCPIPE_METRICS_TOKEN"
 METRICS_TOKEN_FILE_ENV = "DOCPIPE_METRICS_TOKEN_FILE"
@@ -43,7 +42,7 @@ METRICS_TOKEN_FILE_ENV = "DOCPIPE_METRICS_TOKEN_FILE"
 
 @dataclass(frozen=True, slots=True)
 class ServeOptions:
-    """Holds how `docpipe serve` runs: address, authentication, limits, the workbench.
+    """How `docpipe serve` runs: address, authentication, limits, the workbench.
 
     Connection limits (enforced by docpipe itself, with or without a reverse proxy in front): at most
     `limit_concurrency` connections and requests at once (more get 503); a request's line and headers must
@@ -144,16 +143,6 @@ def default_allowed_hosts(host: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def is_loopback(host: str) -> bool:
-    """Returns True for an address only this machine can reach (localhost, 127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def check_exposure(options: ServeOptions) -> None:
     """Raises ConfigError when `options` would serve a non-loopback address without authentication (no token
     and no API keys) or the workbench there without a login; `options.insecure` allows both."""
@@ -161,14 +150,19 @@ def check_exposure(options: ServeOptions) -> None:
         return
     problems = []
     if options.token is None and options.access is None:
-        problems.append(f"the API has no authentication (create keys with `docpipe keys create`, or set a token: "
-                        f"{TOKEN_ENV}, {TOKEN_FILE_ENV} or --token-file)")
+        problems.append(
+            f"the API has no authentication (create keys with `docpipe keys create`, or set a token: "
+            f"{TOKEN_ENV}, {TOKEN_FILE_ENV} or --token-file)"
+        )
     if options.ui and options.ui_auth is None and options.access is None:  # with keys, /ui logs in with them
-        problems.append(f"the workbench at {options.ui_path} has no login ({UI_AUTH_ENV}, {UI_AUTH_FILE_ENV} or "
-                        "--ui-auth-file with user:password; or serve the API alone with --no-ui)")
+        problems.append(
+            f"the workbench at {options.ui_path} has no login ({UI_AUTH_ENV}, {UI_AUTH_FILE_ENV} or "
+            "--ui-auth-file with user:password; or serve the API alone with --no-ui)"
+        )
     if problems:
         raise ConfigError(
-            f"refusing to serve {options.host}, which other machines can reach: " + "; ".join(problems)
+            f"refusing to serve {options.host}, which other machines can reach: "
+            + "; ".join(problems)
             + ". Or bind 127.0.0.1, or pass --insecure if the network itself is trusted"
         )
 
@@ -247,9 +241,4 @@ def check_token(expected: str | None, header: str | None) -> bool:
 
 def parse_ui_auth(value: str | None) -> tuple[str, str] | None:
     """Returns (user, password) from ``user:password``; None for empty; ConfigError for anything else."""
-    if not value:
-        return None
-    user, sep, password = value.partition(":")
-    if not sep or not user or not password:
-        raise ConfigError(f"--ui-auth / {UI_AUTH_ENV} must look like user:password")
-    return user, password
+    return parse_login(value, option="--ui-auth")

@@ -11,13 +11,13 @@ import os
 import re
 import tempfile
 import time
-import unicodedata
 import uuid
 from collections.abc import Iterator
-from pathlib import PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import ConfigError, EmptyFileError, InputError, PasswordRequiredError
+from docpipe.ingest.store import make_private_dir
+from docpipe.names import clean_upload_name
 from docpipe.server.access import MATTER_HEADER, AccessDenied, Caller, authenticate, choose_matter
 from docpipe.server.models import (
     _ERRORS,
@@ -34,7 +34,7 @@ from docpipe.server.models import (
     ReportOut,
 )
 from docpipe.server.options import TOKEN_ENV, ServeOptions
-from docpipe.ingest.store import make_private_dir
+from docpipe.summary import document_summary
 
 try:  # the serve extra; create_app says how to install it when missing
     # At module level: FastAPI reads the endpoints' (string) annotations in this module's namespace.
@@ -47,47 +47,16 @@ except ImportError:  # pragma: no cover
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from docpipe.access.log import AccessLog
-    from docpipe.types import Document
-    from docpipe.server.housekeeping import Housekeeper
     from docpipe.access.keys import KeyStore
+    from docpipe.access.log import AccessLog
     from docpipe.access.matters import MatterDocument, MatterStore
     from docpipe.metrics import Metrics
     from docpipe.pipeline import DocPipe
+    from docpipe.server.housekeeping import Housekeeper
     from docpipe.server.storage import ResultStore
+    from docpipe.types import Document
 
 _DOC_ID = re.compile(r"^[0-9a-f]{64}$")
-_NAME_UNSAFE = re.compile(r'[<>"`]')
-
-
-def _safe_name(raw: str | None) -> str:
-    """Returns a display name for an upload: the base name only, no control or markup characters, <= 120 chars.
-
-    >>> _safe_name("../../etc/passwd.pdf"), _safe_name("C:\\\\Users\\\\x\\\\deal.pdf"), _safe_name('a"><b.pdf')
-    ('passwd.pdf', 'deal.pdf', 'ab.pdf')
-    """
-    name = PureWindowsPath(PurePosixPath(str(raw or "")).name).name
-    name = "".join(ch for ch in name if unicodedata.category(ch)[0] != "C")
-    name = _NAME_UNSAFE.sub("", name).strip().lstrip(".")
-    return (name or "document.pdf")[:120]
-
-
-def _doc_info(doc: Any, record: MatterDocument) -> dict[str, Any]:
-    return {
-        "id": doc.id,
-        "name": record.name,
-        "pages": len(doc.pages),
-        "sections": len(doc.sections),
-        "extractor": doc.extractor,
-        "encrypted": bool(doc.password_check),
-        "warnings": [
-            {"page": page.number, "status": page.status.value, "message": page.describe()}
-            for page in doc.pages
-            if not page.ok
-        ],
-    }
-
-
 def _http(exc: AccessDenied) -> Exception:
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
     return _HTTPException(exc.status, detail=exc.message, headers=headers)
@@ -273,17 +242,16 @@ def _install_routes(app: FastAPI) -> None:
             with logged(who, "upload", digest):
                 # A user's uploads take at most all but one extraction slot: slow ones cannot lock others out.
                 owner = who.user if _is_key(who) else None
-                doc = await run_in_threadpool(
-                    dp.ingest, spool, password=password or None, name=_safe_name(label), owner=owner
-                )
+                display = clean_upload_name(label)
+                doc = await run_in_threadpool(dp.ingest, spool, password=password or None, name=display, owner=owner)
                 record = matters.add(
-                    who.matter, doc.id, name=_safe_name(label), user=who.user, key_id=who.key_id,
+                    who.matter, doc.id, name=display, user=who.user, key_id=who.key_id,
                     encrypted=doc.encrypted, grant=_is_key(who),
                 )
         finally:
             os.unlink(spool)
         metrics.documents.inc()
-        return _doc_info(doc, record)
+        return document_summary(doc, name=record.name)
 
     @api.get("/documents", response_model=DocumentList, summary="The matter's documents")
     def list_documents(who: Caller = reader) -> dict[str, Any]:
@@ -306,7 +274,7 @@ def _install_routes(app: FastAPI) -> None:
             doc = dp.document(doc_id, authorized=True, name=record.name, matter=who.matter)
             if doc is None:
                 raise _HTTPException(404, detail=f"document {doc_id[:12]} is no longer stored: upload the PDF again")
-        return _doc_info(doc, record)
+        return document_summary(doc, name=record.name)
 
     @api.delete("/documents/{doc_id}", response_model=Deleted, summary="Delete a document")
     def delete_document(doc_id: str, who: Caller = writer) -> dict[str, Any]:

@@ -1,0 +1,94 @@
+"""The `docpipe` command: a thin layer over `DocPipe`. Errors become one line and a non-zero exit code
+(a traceback only with ``--debug``).
+
+Modules: `parser` (the arguments), `commands` (ingest, search, ask, analyze, the evaluations, ui, serve),
+`admin` (keys, matters, audit, rm). Imports nothing heavy at import time: ``docpipe --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any
+
+from docpipe.cli import admin, commands
+from docpipe.cli.commands import EXIT_ERROR
+from docpipe.cli.parser import build_parser
+from docpipe.errors import DocpipeError
+
+__all__ = ["main"]
+
+
+def _settings(args: argparse.Namespace):
+    from docpipe.settings import Settings
+
+    overrides: dict[str, Any] = {}
+    if args.extractor:
+        overrides["extraction"] = {"extractor": args.extractor}
+    engine = {
+        key: value
+        for key, value in (
+            ("backend", getattr(args, "engine", None)),
+            ("model", getattr(args, "model", None)),
+            ("url", getattr(args, "url", None)),
+        )
+        if value
+    }
+    if engine:
+        overrides["engine"] = engine
+    if args.home:
+        overrides["home"] = args.home
+    # The environment fills in what neither the preset nor the options set.
+    return Settings.preset(args.preset or "default", **overrides)
+
+
+_COMMANDS = {
+    "ingest": commands._cmd_ingest,
+    "search": commands._cmd_search,
+    "ask": commands._cmd_ask,
+    "eval-retrieval": commands._cmd_eval,
+    "analyze": commands._cmd_analyze,
+    "eval-analysis": commands._cmd_eval_analysis,
+    "serve": commands._cmd_serve,
+    "keys": admin._cmd_keys,
+    "matters": admin._cmd_matters,
+    "audit": admin._cmd_audit,
+    "rm": admin._cmd_rm,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the `docpipe` command line on `argv` (default: the process arguments); returns the exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["ui"]:
+        # The workbench has its own options (host, port, auth, limits); hand them over untouched.
+        return commands.run_ui(argv[1:])
+    args = build_parser().parse_args(argv)
+    if args.command == "ui":
+        return commands.run_ui(args.ui_args)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING,
+        format="docpipe: %(levelname)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if not args.debug:
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        from docpipe.pipeline import DocPipe
+
+        dp = DocPipe(_settings(args))
+        return _COMMANDS[args.command](dp, args)
+    except DocpipeError as exc:
+        if args.debug:
+            raise
+        print(f"docpipe: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("docpipe: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # Output piped into `head` and the like: stop quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -1,0 +1,156 @@
+"""The commands that administer a store: API keys, matters, the access log, and deleting documents."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from docpipe.cli.commands import EXIT_ERROR, emit
+
+__all__: list[str] = []
+
+
+def _cmd_keys(dp, args) -> int:
+    from datetime import UTC, datetime
+
+    from docpipe.access.keys import KeyStore, parse_grants
+
+    keys = KeyStore(dp.store.root)
+    if args.keys_command == "create":
+        secret, key = keys.create(args.user, parse_grants(args.grants), note=args.note)
+        if args.json:
+            emit({**key.to_dict(), "key": secret})
+        else:
+            grants = ", ".join(f"{m}:{r}" for m, r in key.grants.items())
+            print(secret)
+            print(
+                f"key {key.key_id} for {key.user} ({grants}): shown once, keep it safe; "
+                f"revoke with docpipe keys revoke {key.key_id}",
+                file=sys.stderr,
+            )
+        return 0
+    if args.keys_command == "revoke":
+        key = keys.revoke(args.key_id)
+        print(f"revoked key {key.key_id} of {key.user}")
+        return 0
+    listed = keys.keys()
+    if args.json:
+        emit([k.to_dict() for k in listed])
+        return 0
+    if not listed:
+        print("No keys: docpipe keys create --user NAME --matter MATTER[:read|write|admin]")
+    for key in listed:
+        made = datetime.fromtimestamp(key.created, UTC).strftime("%Y-%m-%d %H:%M")
+        state = "revoked" if key.revoked else "active"
+        grants = ", ".join(f"{m}:{r}" for m, r in key.grants.items())
+        note = f"  {key.note}" if key.note else ""
+        print(f"{key.key_id}  {state:8} {key.user:16} {grants}  (created {made} UTC){note}")
+    return 0
+
+
+def _cmd_matters(dp, args) -> int:
+    from docpipe.access.matters import MatterStore
+
+    store = MatterStore(dp.store.root)
+    data: list[dict[str, Any]] = [
+        {"matter": m, "documents": [{"id": d.id, "name": d.name, "added_by": d.added_by} for d in store.documents(m)]}
+        for m in store.matters()
+    ]
+    if args.json:
+        emit(data)
+        return 0
+    if not data:
+        print("No matters yet: documents uploaded to docpipe serve go into one (X-Matter, or the key's only matter).")
+    for item in data:
+        print(f"{item['matter']}: {len(item['documents'])} documents")
+        for doc in item["documents"]:
+            print(f"    {doc['id'][:12]}  {doc['name']}  (added by {doc['added_by']})")
+    return 0
+
+
+def _cmd_audit(dp, args) -> int:
+    from docpipe.access.log import AccessLog
+
+    log = AccessLog(dp.store.root)
+    if args.verify:
+        intact, lines, broken = log.verify()
+        if not intact:
+            print(
+                f"docpipe: error: the access log is broken at line {broken} of {lines}: a line was removed or "
+                f"changed ({log.path})",
+                file=sys.stderr,
+            )
+            return EXIT_ERROR
+        print(f"access log intact: {lines} lines, each naming the one before")
+        return 0
+    entries = log.read(matter=args.matter, user=args.user, document=args.document, since=args.since)
+    for entry in entries:
+        if args.json:
+            print(json.dumps(entry, ensure_ascii=False, sort_keys=True))
+            continue
+        doc = (entry.get("document") or "")[:12] or "-"
+        asked = f" questions {len(entry['questions_sha256'])}" if entry.get("questions_sha256") else ""
+        print(
+            f"{entry['time']}  {entry['user']:12} {entry['matter']:16} {entry['action']:16} {doc:12} "
+            f"{entry['outcome']}{asked}"
+        )
+    return 0
+
+
+def _cmd_rm(dp, args) -> int:
+    from dataclasses import asdict
+
+    from docpipe.access.keys import check_matter_name
+    from docpipe.errors import ConfigError, FileMissingError
+    from docpipe.server.housekeeping import Housekeeper, Removed
+
+    keeper = Housekeeper(dp)
+    if args.matter:
+        check_matter_name(args.matter)
+    if args.delete_matter:
+        if not args.matter or args.targets:
+            raise ConfigError("--delete-matter deletes a whole matter: docpipe rm --matter NAME --delete-matter")
+        removed = keeper.delete_matter(args.matter)
+    else:
+        if not args.targets:
+            raise ConfigError("name what to delete: docpipe rm FILE_OR_ID... (or --matter NAME --delete-matter)")
+        removed = Removed()
+        for target in args.targets:
+            doc_id = _doc_id_of(target, dp)
+            if doc_id is None:
+                raise FileMissingError(
+                    f"no stored document matches {target!r}: give the PDF or its id (docpipe matters)"
+                )
+            removed += keeper.remove(args.matter, doc_id) if args.matter else keeper.purge(doc_id)
+    if args.json:
+        emit(asdict(removed))
+    else:
+        print(
+            f"removed {removed.documents} matter records, {removed.results} answers and reports, "
+            f"{removed.cached_answers} cached answers; {removed.purged} documents left the store"
+        )
+    return 0
+
+
+def _doc_id_of(target: str, dp) -> str | None:
+    """Returns the id a target names: a PDF's SHA-256, a full id, or an unambiguous id prefix (12+ chars)."""
+    from docpipe.errors import ConfigError
+    from docpipe.ingest.store import sha256_hex
+
+    path = Path(target)
+    if path.is_file():
+        return sha256_hex(path.read_bytes())
+    lowered = target.lower()
+    if len(lowered) < 12 or lowered.strip("0123456789abcdef"):
+        return None
+    from docpipe.access.matters import MatterStore
+
+    ids = [d for d in dp.store.document_ids() if d.startswith(lowered)]
+    matters = MatterStore(dp.store.root)
+    ids += [d.id for m in matters.matters() for d in matters.documents(m) if d.id.startswith(lowered)]
+    ids = sorted(set(ids))
+    if len(ids) > 1:
+        raise ConfigError(f"{target!r} matches {len(ids)} documents: give more of the id")
+    return ids[0] if ids else None

@@ -1,0 +1,252 @@
+"""The commands that work on contracts: ingest, search, ask, analyze, the two evaluations, the workbench and
+the server. Each is a few lines over a `DocPipe` method, printing text or, with ``--json``, JSON."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import textwrap
+from typing import Any
+
+from docpipe.errors import DocpipeError
+
+__all__ = ["EXIT_ERROR", "emit", "run_ui"]
+
+EXIT_ERROR = 1
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="file", file=sys.stderr, dynamic_ncols=True, leave=False)
+
+
+def emit(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _ingested(doc) -> dict[str, Any]:
+    from docpipe.summary import document_summary
+
+    # The CLI's JSON has listed each page warning as its message since the first release.
+    summary = document_summary(doc)
+    return {**summary, "warnings": [warning["message"] for warning in summary["warnings"]]}
+
+
+def _cmd_ingest(dp, args) -> int:
+    bar = _progress(len(args.files), sys.stderr.isatty() and not args.json)
+    results, failed = [], 0
+    for path in args.files:
+        if bar is not None:
+            bar.set_description(path.name[:40])
+        try:
+            doc = dp.ingest(path, password=args.password, progress=(lambda s: bar.set_postfix_str(s)) if bar else None)
+            results.append(_ingested(doc))
+        except DocpipeError as exc:
+            failed += 1
+            results.append({"name": str(path), "error": str(exc), "error_type": type(exc).__name__})
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    if args.json:
+        emit(results)
+    else:
+        for item in results:
+            if "error" in item:
+                print(f"FAILED  {item['name']}: {item['error']}")
+                continue
+            print(f"ok      {item['name']}: {item['pages']} pages, {item['sections']} sections, id {item['id'][:12]}")
+            for warning in item["warnings"]:
+                print(f"        warning: {warning}")
+    return EXIT_ERROR if failed else 0
+
+
+def _cmd_search(dp, args) -> int:
+    hits = dp.search(args.file, args.question, k=args.k, budget_tokens=args.budget, password=args.password)
+    if args.json:
+        emit([h.to_dict() for h in hits])
+        return 0
+    if not hits:
+        print("No section matches the question.")
+    for hit in hits:
+        print(
+            f"[{hit.section_id}] {' > '.join(hit.heading_path)} ({hit.pages}, {hit.n_tokens} tokens, score {hit.score:.4f})"
+        )
+        print(textwrap.indent(textwrap.shorten(hit.text, 400, placeholder=" ..."), "    "))
+    return 0
+
+
+def _questions(args) -> list[str]:
+    from docpipe.errors import ConfigError, FileMissingError
+
+    questions = ([args.question] if args.question else []) + list(args.more)
+    if args.questions_file:
+        try:
+            lines = args.questions_file.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            raise FileMissingError(f"no such questions file: {args.questions_file}") from None
+        questions += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    if not questions:
+        raise ConfigError('no question given: docpipe ask FILE "QUESTION" (or -q, --questions-file)')
+    return questions
+
+
+def _print_answer(answer, *, show_thinking: bool) -> None:
+    print(f"Q: {answer.question}\n")
+    print(answer.text or "(no answer text)")
+    if answer.citations:
+        print("\nSources:")
+        for number, c in enumerate(answer.citations, 1):
+            mark = "quote verified on the page" if c.verified else "NOT VERIFIED against the page text"
+            where = f"section {c.section_id} ({c.heading}), {c.pages}" if c.section_id else "not in the given sections"
+            print(f"  {number}. {where}: {mark}")
+    if answer.thinking:
+        if show_thinking:
+            print("\nThinking:\n" + textwrap.indent(answer.thinking, "  "))
+        else:
+            print(f"\n(The model thought first: {len(answer.thinking)} characters; --show-thinking prints them.)")
+    if answer.notice:
+        print("\n" + textwrap.fill(answer.notice, 100))
+
+
+def _cmd_ask(dp, args) -> int:
+    questions = _questions(args)
+    answers = dp.ask_many(
+        args.file, questions, k=args.k, mode=args.mode, password=args.password, use_cache=not args.no_cache
+    )
+    if args.manifest:
+        manifests = [a.manifest().to_dict() for a in answers]
+        args.manifest.write_text(json.dumps(manifests, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if args.json:
+        emit(
+            answers[0].to_dict()
+            if len(answers) == 1 and args.question and not args.more
+            else [a.to_dict() for a in answers]
+        )
+        return 0
+    for number, answer in enumerate(answers):
+        if number:
+            print("\n" + "-" * 80 + "\n")
+        _print_answer(answer, show_thinking=args.show_thinking)
+    return 0
+
+
+def _cmd_eval(dp, args) -> int:
+    from docpipe.eval.retrieval import evaluate_retrieval, format_report
+
+    try:
+        budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
+    except ValueError:
+        from docpipe.errors import ConfigError
+
+        raise ConfigError(f"--budgets must be comma-separated integers, got {args.budgets!r}") from None
+    report = evaluate_retrieval(
+        dp,
+        args.folder,
+        budgets=budgets,
+        limit=args.limit,
+        baseline=not args.no_baseline,
+        progress=sys.stderr.isatty() and not args.json,
+    )
+    if args.json:
+        emit(report)
+    else:
+        print(format_report(report))
+    return 0
+
+
+def _cmd_analyze(dp, args) -> int:
+    from docpipe.analysis.checklist import CHECKLIST
+
+    if args.list_categories:
+        for category in CHECKLIST:
+            print(f"{category.name}: {category.question}")
+        return 0
+    if args.file is None:
+        from docpipe.errors import ConfigError
+
+        raise ConfigError("give the contract to analyse: docpipe analyze FILE (or --list-categories)")
+    categories = args.categories.split(",") if args.categories else None
+    report = dp.analyze(
+        args.file,
+        categories,
+        mode=args.mode,
+        password=args.password,
+        use_cache=not args.no_cache,
+        expand=False if args.no_references else None,
+    )
+    text = {"md": report.to_markdown, "json": report.to_json, "csv": report.to_csv}[args.format]()
+    if args.manifest:
+        args.manifest.write_text(report.manifest.to_json() + "\n", encoding="utf-8")
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+        print(f"wrote {args.output} ({len(report.findings)} categories, report {report.id})", file=sys.stderr)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def _cmd_eval_analysis(dp, args) -> int:
+    from docpipe.eval.analysis import evaluate_analysis, format_analysis_report
+
+    progress = sys.stderr.isatty() and not args.json
+    expand = False if args.no_references else None
+    report = evaluate_analysis(dp, args.folder, limit=args.limit, expand=expand, mode=args.mode, progress=progress)
+    other = None
+    if args.compare_references and not args.no_references:
+        other = evaluate_analysis(dp, args.folder, limit=args.limit, expand=False, mode=args.mode, progress=progress)
+    if args.json:
+        emit({**report, "without_references": other} if other else report)
+    else:
+        print(format_analysis_report(report, other))
+    return 0
+
+
+def run_ui(argv: list[str]) -> int:
+    try:
+        from docpipe.ui.app import main as ui_main
+    except ImportError as exc:
+        print(f"docpipe: error: the workbench needs Gradio: pip install 'docpipe[ui]' ({exc})", file=sys.stderr)
+        return EXIT_ERROR
+    return ui_main(argv) or 0
+
+
+def _cmd_serve(dp, args) -> int:
+    from docpipe.access.keys import KeyStore
+    from docpipe.server import ServeOptions, serve
+    from docpipe.server.options import resolve_metrics_token, resolve_token, resolve_ui_auth
+
+    if args.token or args.ui_auth:
+        logging.getLogger("docpipe.serve").warning(
+            "a secret on the command line is visible to every user of this machine (ps): use --token-file / "
+            "--ui-auth-file or the environment (DOCPIPE_SERVE_TOKEN, DOCPIPE_UI_AUTH)"
+        )
+    keys = KeyStore(dp.store.root)
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        token=resolve_token(args.token, token_file=args.token_file),
+        access=keys if keys.configured() else None,
+        insecure=args.insecure,
+        allowed_hosts=tuple(args.allowed_host) if args.allowed_host else None,
+        max_upload_mb=args.max_upload_mb,
+        max_json_kb=args.max_json_kb,
+        max_questions=args.max_questions,
+        ui=not args.no_ui,
+        ui_auth=resolve_ui_auth(args.ui_auth, auth_file=args.ui_auth_file),
+        log_level=args.log_level,
+        metrics_token=resolve_metrics_token(args.metrics_token_file),
+        metrics_port=args.metrics_port,
+        retention_days=args.retention_days,
+    )
+    where = f"http://{args.host}:{args.port}"
+    ui = f", workbench {where}{options.ui_path}/" if options.ui else ""
+    auth = (
+        "per-user API keys" if options.access else "the server token" if options.token else "none (this machine only)"
+    )
+    print(f"docpipe serve: API {where}/v1 (docs {where}/docs{ui}); authentication: {auth}", file=sys.stderr)
+    return serve(dp, options)

@@ -1,0 +1,205 @@
+"""The `docpipe` command line's arguments: one sub-command per action, the common options on each."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+__all__ = ["build_parser"]
+
+
+def _common(*, top: bool) -> argparse.ArgumentParser:
+    # Sub-commands take the same options; their defaults are suppressed so that
+    # `docpipe --debug ask ...` is not overwritten by the sub-command's own default.
+    default: Any = None if top else argparse.SUPPRESS
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--preset", default=default, help="settings preset: default, cpu-demo, fast, test")
+    common.add_argument("--extractor", default=default, choices=["pypdf", "pypdfium2"], help="PDF text extractor")
+    common.add_argument(
+        "--home", default=default, type=Path, help="store folder (default: $DOCPIPE_HOME or the user cache dir)"
+    )
+    common.add_argument(
+        "--debug", default=False if top else argparse.SUPPRESS, action="store_true", help="show tracebacks"
+    )
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `docpipe`: its sub-commands and their options."""
+    common = _common(top=False)
+    parser = argparse.ArgumentParser(
+        prog="docpipe",
+        description="Ask questions of long contracts; answers cite the pages they come from.",
+        parents=[_common(top=True)],
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("ingest", parents=[common], help="extract, section and index PDFs (cached by content)")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument("--password", help="password for encrypted PDFs")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("search", parents=[common], help="show the sections that match a question")
+    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("question", metavar="QUESTION")
+    p.add_argument("-k", type=int, help="sections to retrieve (default 4)")
+    p.add_argument("--password", help="password for an encrypted PDF")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--budget", type=int, help="token budget for the returned sections (default 16384)")
+
+    p = sub.add_parser("ask", parents=[common], help="answer questions with citations (one engine batch)")
+    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("question", nargs="?", metavar="QUESTION")
+    p.add_argument("-q", "--question", dest="more", action="append", default=[], help="another question (repeat)")
+    p.add_argument("--questions-file", type=Path, help="a file with one question per line")
+    p.add_argument("-k", type=int, help="sections to retrieve (default 4)")
+    p.add_argument("--mode", choices=["auto", "think", "no_think"], help="Qwen3 thinking mode (default auto)")
+    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
+    p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
+    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the answer cache")
+    p.add_argument("--show-thinking", action="store_true", help="print the model's thinking after the answer")
+    p.add_argument("--manifest", type=Path, help="write the answers' audit manifests (JSON) to this file")
+    p.add_argument("--password", help="password for an encrypted PDF")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser(
+        "analyze", parents=[common], help="run the 41-category clause checklist over a contract (one engine batch)"
+    )
+    p.add_argument("file", type=Path, metavar="FILE", nargs="?")
+    p.add_argument("--format", choices=["md", "json", "csv"], default="md", help="report format (default md)")
+    p.add_argument("--categories", help="comma-separated checklist categories (default all 41; see --list-categories)")
+    p.add_argument("--list-categories", action="store_true", help="print the checklist's categories and exit")
+    p.add_argument("--mode", choices=["think", "no_think", "auto"], default="think", help="Qwen3 thinking mode")
+    p.add_argument("--no-references", action="store_true", help="do not add definitions and cross-referenced sections")
+    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
+    p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
+    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the answer cache")
+    p.add_argument("--password", help="password for an encrypted PDF")
+    p.add_argument("-o", "--output", type=Path, help="write the report to this file instead of printing it")
+    p.add_argument("--manifest", type=Path, help="also write the audit manifest (JSON) to this file")
+
+    p = sub.add_parser(
+        "ui", help="open the contract workbench in the browser (Gradio; pip install 'docpipe[ui]')", add_help=False
+    )
+    p.add_argument("ui_args", nargs=argparse.REMAINDER, help="options of the workbench (docpipe ui --help)")
+
+    p = sub.add_parser(
+        "serve",
+        parents=[common],
+        help="serve the REST API (/v1), metrics (/metrics) and the workbench (/ui) (pip install 'docpipe[serve]')",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument(
+        "--token",
+        help=argparse.SUPPRESS,  # visible in `ps`: kept for old scripts, --token-file or the env instead
+    )
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        help="file holding the server's single bearer token (or env DOCPIPE_SERVE_TOKEN); per-user keys: docpipe keys",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a non-loopback address without API keys or workbench login (never on a shared network)",
+    )
+    p.add_argument(
+        "--retention-days",
+        type=float,
+        help="delete answers, reports and uploaded documents older than this many days (swept hourly)",
+    )
+    p.add_argument("--max-upload-mb", type=float, default=50, help="largest PDF upload, in MB (default 50)")
+    p.add_argument("--max-json-kb", type=float, default=1024, help="largest JSON request, in KB (default 1024)")
+    p.add_argument("--max-questions", type=int, default=64, help="most questions per ask request (default 64)")
+    p.add_argument("--no-ui", action="store_true", help="serve the API only, without the Gradio workbench")
+    p.add_argument("--ui-auth", help=argparse.SUPPRESS)  # visible in `ps`: --ui-auth-file or the env instead
+    p.add_argument(
+        "--ui-auth-file", type=Path, help="file holding user:password for the workbench login (or env DOCPIPE_UI_AUTH)"
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="a Host name the server answers to (repeat; default: localhost, 127.0.0.1, ::1 and the bound address)",
+    )
+    p.add_argument("--metrics-port", type=int, help="serve /metrics on 127.0.0.1:PORT only, in a listener of its own")
+    p.add_argument(
+        "--metrics-token-file", type=Path, help="file holding a bearer token for /metrics (or DOCPIPE_METRICS_TOKEN)"
+    )
+    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
+    p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
+    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8001/v1")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="server log")
+
+    p = sub.add_parser("keys", parents=[common], help="create, list and revoke per-user API keys for docpipe serve")
+    keys = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    k = keys.add_parser("create", parents=[common], help="create a key (printed once; only its hash is kept)")
+    k.add_argument("--user", required=True, help="who the key is for, e.g. alice")
+    k.add_argument(
+        "--matter",
+        dest="grants",
+        action="append",
+        default=[],
+        metavar="MATTER[:ROLE]",
+        help="a matter the key may use, with role read (default), write or admin; '*' is every matter (repeat)",
+    )
+    k.add_argument("--note", default="", help="a note kept with the key, e.g. the client or the laptop")
+    k.add_argument("--json", action="store_true", help="print JSON")
+    k = keys.add_parser("list", parents=[common], help="list the keys (never their secrets)")
+    k.add_argument("--json", action="store_true", help="print JSON")
+    k = keys.add_parser(
+        "revoke", parents=[common], help="revoke a key: it stops working at once, also in a running server"
+    )
+    k.add_argument("key_id", metavar="KEY_ID", help="the key's id (docpipe keys list)")
+
+    p = sub.add_parser("matters", parents=[common], help="list the matters and their documents")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("audit", parents=[common], help="read the access log: who did what to which document, when")
+    p.add_argument("--matter", help="only this matter")
+    p.add_argument("--user", help="only this user")
+    p.add_argument("--document", help="only this document (id or its first characters)")
+    p.add_argument("--since", help="only from this ISO date or time on, e.g. 2026-12-01")
+    p.add_argument("--verify", action="store_true", help="check the log's hash chain: no line removed or changed")
+    p.add_argument("--json", action="store_true", help="print JSON lines")
+
+    p = sub.add_parser(
+        "rm", parents=[common], help="delete documents: their PDF, text, indexes, answers, reports and cache entries"
+    )
+    p.add_argument("targets", nargs="*", metavar="FILE_OR_ID", help="a PDF (hashed to find it) or a document id")
+    p.add_argument("--matter", help="remove from this matter only (the file stays while another matter holds it)")
+    p.add_argument("--delete-matter", action="store_true", help="delete the whole --matter with everything in it")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser(
+        "eval-retrieval",
+        parents=[common],
+        help="measure retrieval recall at context budgets on CUAD-format labelled data",
+    )
+    p.add_argument("folder", type=Path, metavar="DIR", help="folder with annotations.jsonl and pdf/")
+    p.add_argument("--budgets", default="2048,4096,8192,16384", help="comma-separated token budgets")
+    p.add_argument("--limit", type=int, help="evaluate only the first N contracts")
+    p.add_argument("--no-baseline", action="store_true", help="skip the naive whole-chunk baseline")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser(
+        "eval-analysis",
+        parents=[common],
+        help="score the clause checklist against CUAD-format labels (presence, quotes, retrieval per category)",
+    )
+    p.add_argument("folder", type=Path, metavar="DIR", help="folder with annotations.jsonl and pdf/")
+    p.add_argument("--limit", type=int, help="evaluate only the first N contracts")
+    p.add_argument("--mode", choices=["think", "no_think", "auto"], default="think", help="Qwen3 thinking mode")
+    p.add_argument(
+        "--compare-references", action="store_true", help="also run without definitions/cross-references, side by side"
+    )
+    p.add_argument("--no-references", action="store_true", help="run without definitions and cross-references")
+    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
+    p.add_argument("--model", help="answering model: HF id or local folder")
+    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    return parser

@@ -1,0 +1,348 @@
+"""The workbench's event handlers: ingest uploads, fill the pickers, answer (streamed), answer a batch, run the
+checklist. One `Workbench` per app, over one `DocPipe`; everything a browser session owns (its documents, its
+report folder) arrives as Gradio state, so sessions never share documents.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+from gradio import Request as GradioRequest
+
+from docpipe import (
+    CHECKLIST,
+    Answer,
+    DocPipe,
+    DocpipeError,
+    Document,
+    PasswordRequiredError,
+    WrongPasswordError,
+)
+from docpipe.names import clean_upload_name
+from docpipe.ui.access import WorkbenchAccess
+from docpipe.ui.render import (
+    REPORT_FORMATS,
+    answer_html,
+    citation_rows,
+    describe_doc,
+    describe_error,
+    doc_label,
+    error_html,
+    report_rows,
+    report_summary,
+    source_html,
+    streaming_html,
+    write_report_files,
+)
+from docpipe.ui.uploads import UploadRefused, UploadTooLarge, read_upload, remove_upload
+
+__all__ = [
+    "BUSY",
+    "MAX_BATCH_QUESTIONS",
+    "MAX_QUESTION_CHARS",
+    "MAX_SESSION_DOCS",
+    "MODES",
+    "STREAM_INTERVAL_S",
+    "Workbench",
+]
+
+logger = logging.getLogger(__name__)
+
+MODES = ["auto", "think", "no_think"]
+MAX_QUESTION_CHARS = 2000
+MAX_BATCH_QUESTIONS = 200
+# The session's own documents, by id; a Document holds its pages, so keep the picker to a sane size.
+MAX_SESSION_DOCS = 32
+BUSY = "The answer engine is busy or unreachable: please try again in a moment."
+# A streamed answer updates the page at most this often: enough to read along, little work per token.
+STREAM_INTERVAL_S = 0.1
+
+
+def _choices(docs: dict[str, Document]) -> list[tuple[str, str]]:
+    return [(doc_label(doc), doc_id) for doc_id, doc in docs.items()]
+
+
+def _pickers(choices: list[tuple[str, str]], value: str | None) -> list[Any]:
+    return [gr.Dropdown(choices=choices, value=value) for _ in range(3)]
+
+
+def _check_question(question: str) -> str:
+    question = (question or "").strip()
+    if not question:
+        raise DocpipeError("the question is empty: ask something about the document")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise DocpipeError(f"the question is {len(question)} characters long; keep it under {MAX_QUESTION_CHARS}")
+    return question
+
+
+class Workbench:
+    """The event handlers of one workbench app. Each takes the session's state and, last, Gradio's request
+    (who is logged in), and returns the components' new values; errors become messages on the page.
+    `demo` is set once the app's Blocks exist (uploads are checked against its upload folder)."""
+
+    def __init__(self, dp: DocPipe, access: WorkbenchAccess, *, max_bytes: int, max_pages: int) -> None:
+        self.dp = dp
+        self.access = access
+        self.max_bytes = max_bytes
+        self.max_pages = max_pages
+        self.demo: Any = None
+
+    def ingest(
+        self,
+        files: list[str] | str | None,
+        password: str,
+        docs: dict[str, Document] | None,
+        matter: str | None,
+        request: GradioRequest,
+    ):
+        docs = dict(docs or {})
+        paths = [files] if isinstance(files, str) else list(files or [])
+        results: list[str] = []
+        last: str | None = None
+        # Uploads a password could still open stay in the picker (and on disk) for another try.
+        pending: list[str] = []
+        try:
+            principal = self.access.principal(request)
+            if principal is not None:
+                self.access.check(principal, matter, "write")
+        except DocpipeError as exc:
+            return describe_error("upload", str(exc)), docs, *[gr.Dropdown() for _ in range(3)], files
+        if not paths:
+            results.append(describe_error("no file", "choose one or more PDF files first"))
+        upload_root = self.demo.GRADIO_CACHE
+        for path in paths:
+            # Gradio's own upload cache path; the user's name is kept for display only.
+            name = clean_upload_name(getattr(path, "name", path))
+            try:
+                # Only what this app's upload route stored: a path from an API call is never opened.
+                data = read_upload(
+                    path, uploaded=self.demo.upload_file_set, upload_root=upload_root, max_bytes=self.max_bytes
+                )
+            except UploadRefused as exc:
+                if isinstance(exc, UploadTooLarge):  # a real upload, of no use: it goes
+                    remove_upload(path, upload_root=upload_root)
+                results.append(describe_error(name, str(exc)))
+                continue
+            except OSError as exc:
+                logger.warning("reading an upload failed: %s", exc.strerror)
+                results.append(describe_error(name, "the upload could not be read: upload it again"))
+                continue
+            keep = False
+            try:
+                doc = self.dp.ingest(
+                    data, password=password or None, name=name, owner=principal.user if principal is not None else None
+                )
+                if len(doc.pages) > self.max_pages:
+                    results.append(
+                        describe_error(
+                            name,
+                            f"the document has {len(doc.pages)} pages, over the limit of {self.max_pages}: "
+                            "split it or ask the administrator to raise --max-pages",
+                        )
+                    )
+                    continue
+            except (PasswordRequiredError, WrongPasswordError) as exc:
+                keep = True
+                pending.append(path)
+                results.append(
+                    describe_error(
+                        name, f"{exc} - here: type the password in the Password field and click Ingest again"
+                    )
+                )
+                continue
+            except DocpipeError as exc:
+                self.access.record(request, matter, "upload", outcome=type(exc).__name__)
+                results.append(describe_error(name, str(exc)))
+                continue
+            except Exception:  # noqa: BLE001 - one bad file must not cost the others their result
+                logger.exception("ingesting %s failed", name)
+                results.append(describe_error(name, "unexpected error while reading this file (see the server log)"))
+                continue
+            finally:
+                # The bytes are in docpipe's store (by content hash) or refused for good: Gradio's copy of
+                # the contract must not linger in its cache.
+                if not keep:
+                    remove_upload(path, upload_root=upload_root)
+            if principal is not None:
+                self.access.added(principal, matter, doc, name)  # type: ignore[arg-type]  # checked above
+            else:
+                docs.pop(doc.id, None)
+                docs[doc.id] = doc
+                while len(docs) > MAX_SESSION_DOCS:
+                    docs.pop(next(iter(docs)))
+            self.access.record(request, matter, "upload", doc.id)
+            last = doc.id
+            results.append(describe_doc(doc))
+        choices = self.access.documents(principal, matter) if principal is not None else _choices(docs)
+        value = last or (choices[-1][1] if choices else None)
+        return ("".join(results), docs, *_pickers(choices, value), pending or None)
+
+    def on_load(self, request: GradioRequest):
+        # With API keys: the user's matters, the first one chosen, its documents in the pickers.
+        if not self.access.keyed:
+            return gr.Dropdown(visible=False), *[gr.Dropdown() for _ in range(3)]
+        try:
+            principal = self.access.principal(request)
+        except DocpipeError:
+            return gr.Dropdown(choices=[], value=None, visible=True), *_pickers([], None)
+        assert principal is not None
+        matters = self.access.matter_choices(principal)
+        value = matters[0] if matters else None
+        return gr.Dropdown(choices=matters, value=value, visible=True), *_pickers(
+            self.access.documents(principal, value), None
+        )
+
+    def on_matter(self, matter: str | None, docs: dict[str, Document] | None, request: GradioRequest):
+        try:
+            principal = self.access.principal(request)
+        except DocpipeError:
+            return _pickers([], None)
+        choices = self.access.documents(principal, matter) if principal is not None else _choices(dict(docs or {}))
+        return _pickers(choices, None)
+
+    def _doc(self, docs: dict[str, Document] | None, doc_id: str | None, matter: str | None, request: Any) -> Document:
+        principal = self.access.principal(request)
+        if principal is not None:
+            return self.access.open(principal, matter, doc_id)
+        if not docs:
+            raise DocpipeError("no document yet: upload a PDF in the Upload tab first")
+        if not doc_id or doc_id not in docs:
+            raise DocpipeError("choose a document from the list first")
+        return docs[doc_id]
+
+    def ask(
+        self,
+        docs: dict[str, Document] | None,
+        doc_id: str | None,
+        question: str,
+        mode: str,
+        matter: str | None,
+        request: GradioRequest,
+    ):
+        # A generator: the answer box fills as the engine streams (thinking into the Thinking accordion),
+        # then the citations and the source panel arrive with the finished answer.
+        answer: Answer | None = None
+        thinking = text = ""
+        try:
+            doc = self._doc(docs, doc_id, matter, request)
+            question = _check_question(question)
+            self.access.record(request, matter, "ask", doc.id, [question])
+            # Each question starts with the thinking collapsed; later updates leave it as the user set it.
+            yield streaming_html(""), [], gr.Accordion(visible=False, open=False), "", ""
+            last = time.monotonic()
+            with contextlib.closing(
+                self.dp.ask_stream(doc, question, mode=mode if mode in MODES else "auto")
+            ) as events:
+                for event in events:
+                    if event.kind == "done":
+                        answer = event.answer
+                        continue
+                    if event.kind == "thinking":
+                        thinking += event.text
+                    else:
+                        text += event.text
+                    if time.monotonic() - last >= STREAM_INTERVAL_S:
+                        last = time.monotonic()
+                        yield (
+                            streaming_html(text, thinking=bool(thinking)),
+                            [],
+                            gr.Accordion(visible=bool(thinking)),
+                            thinking,
+                            "",
+                        )
+            if answer is None:
+                raise DocpipeError("the engine finished without an answer: ask again")
+        except DocpipeError as exc:
+            message = f"{BUSY} ({exc})" if isinstance(exc, ConnectionError) else str(exc)
+            yield error_html(message), [], gr.Accordion(visible=False), "", ""
+            return
+        except Exception:  # noqa: BLE001 - the user gets a message, the log gets the traceback
+            logger.exception("answering failed")
+            yield (
+                error_html("unexpected error while answering (see the server log)"),
+                [],
+                gr.Accordion(visible=False),
+                "",
+                "",
+            )
+            return
+        thinking = answer.thinking or ""
+        yield (
+            answer_html(answer),
+            citation_rows(answer),
+            gr.Accordion(visible=bool(thinking)),
+            thinking,
+            source_html(doc, answer),
+        )
+
+    def ask_batch(
+        self,
+        docs: dict[str, Document] | None,
+        doc_id: str | None,
+        text: str,
+        mode: str,
+        matter: str | None,
+        request: GradioRequest,
+    ):
+        try:
+            doc = self._doc(docs, doc_id, matter, request)
+            questions = [line.strip() for line in (text or "").splitlines() if line.strip()]
+            if not questions:
+                raise DocpipeError("no questions: paste one question per line")
+            if len(questions) > MAX_BATCH_QUESTIONS:
+                raise DocpipeError(f"{len(questions)} questions; at most {MAX_BATCH_QUESTIONS} per batch")
+            for question in questions:
+                _check_question(question)
+            self.access.record(request, matter, "ask", doc.id, questions)
+            answers = self.dp.ask_many(doc, questions, mode=mode if mode in MODES else "auto")
+        except DocpipeError as exc:
+            return (f"{BUSY} ({exc})" if isinstance(exc, ConnectionError) else str(exc)), []
+        except Exception:  # noqa: BLE001
+            logger.exception("batch answering failed")
+            return "unexpected error while answering (see the server log)", []
+        rows = [
+            [a.question, a.text, ", ".join(dict.fromkeys(c.pages for c in a.citations if c.page_start)) or "-"]
+            for a in answers
+        ]
+        return f"{len(rows)} answers.", rows
+
+    def analyze(
+        self,
+        docs: dict[str, Document] | None,
+        doc_id: str | None,
+        categories: list[str] | None,
+        mode: str,
+        folder: str | None,
+        matter: str | None,
+        request: GradioRequest,
+    ):
+        hidden = [gr.DownloadButton(visible=False) for _ in REPORT_FORMATS]
+        try:
+            doc = self._doc(docs, doc_id, matter, request)
+            self.access.record(request, matter, "analyze", doc.id, list(categories or []))
+            known = {c.name for c in CHECKLIST}
+            chosen = [name for name in categories or [] if name in known] or None
+            report = self.dp.analyze(doc, chosen, mode=mode if mode in MODES else "think")
+            # The session's own folder (never a path from the request); Gradio serves copies from its cache.
+            if not folder or not os.path.isdir(folder):
+                folder = tempfile.mkdtemp(prefix="docpipe-ui-")
+            paths = write_report_files(report, Path(folder))
+        except DocpipeError as exc:
+            message = f"{BUSY} ({exc})" if isinstance(exc, ConnectionError) else str(exc)
+            return f"**Error:** {html.escape(message)}", [], folder, *hidden
+        except Exception:  # noqa: BLE001
+            logger.exception("contract analysis failed")
+            return "**Error:** unexpected error during the analysis (see the server log)", [], folder, *hidden
+        buttons = [
+            gr.DownloadButton(f"Download {label}", value=str(path), visible=True)
+            for (_suffix, label), path in zip(REPORT_FORMATS, paths)
+        ]
+        return report_summary(report), report_rows(report), folder, *buttons
