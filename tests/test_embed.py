@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from docpipe import HashingEmbedder
-from docpipe.embed.base import PACKAGED_MINILM, SentenceTransformerEmbedder
+from docpipe.embed.sentence_transformers import PACKAGED_MINILM, SentenceTransformerEmbedder
 
 TEXTS = [
     "What is the notice period for termination for convenience?",

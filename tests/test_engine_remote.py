@@ -302,7 +302,7 @@ def test_server_stopped_midway_fails_clearly(server: Server) -> None:
 
 
 def test_think_block_in_the_content_is_split_out() -> None:
-    from docpipe.engine.openai import _parse_completion
+    from docpipe.engine.openai.completion import parse_completion as _parse_completion
 
     def completion(message: dict[str, str], finish: str = "stop") -> dict[str, object]:
         return {"choices": [{"message": message, "finish_reason": finish}], "usage": {"prompt_tokens": 3}}
@@ -328,7 +328,7 @@ def test_streamed_think_tags_are_split_even_when_cut_between_chunks(
     chunks: list[str], thinking_request: bool, expected: tuple[str, str]
 ) -> None:
     from docpipe.engine.base import StreamTrim
-    from docpipe.engine.openai import _ThinkSplitter
+    from docpipe.engine.openai.streaming import ThinkSplitter as _ThinkSplitter
 
     splitter, trims = _ThinkSplitter(hold=thinking_request), {"thinking": StreamTrim(), "answer": StreamTrim()}
     pieces = [item for chunk in chunks for item in splitter.feed(chunk)] + splitter.flush()

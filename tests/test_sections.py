@@ -11,7 +11,7 @@ from docpipe.ingest.passages import embedding_text, make_passages
 from docpipe.ingest.sections import find_headings, split_sections
 from docpipe.settings import ChunkingSettings
 from docpipe.ingest.tokens import get_token_counter
-from docpipe.embed.base import HashingEmbedder
+from docpipe.embed.hashing import HashingEmbedder
 
 COUNTER = get_token_counter("Qwen/Qwen3-14B")
 EVAL = Path(__file__).resolve().parents[1].parent / "shared" / "eval"

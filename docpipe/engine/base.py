@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
+    "BUDGET_CLOSE",
     "DIRECT_SAMPLING",
     "PRIORITY_ANALYSIS",
     "PRIORITY_INTERACTIVE",
@@ -36,10 +37,14 @@ FinishReason = Literal["stop", "length", "abort", "error"]
 PRIORITY_INTERACTIVE = 0
 PRIORITY_ANALYSIS = 10
 
+# What closes a thought the thinking budget cut, before the answer is asked for (Qwen's own wording): the
+# in-process vLLM engine appends it to the prompt, the OpenAI-compatible engine to the assistant turn it continues.
+BUDGET_CLOSE = "\n\nConsidering the limited time, I have to give the answer now.\n</think>\n\n"
+
 
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
-    """Returns nothing; holds sampling settings under vLLM's names."""
+    """Sampling settings under vLLM's names."""
 
     temperature: float = 0.7
     top_p: float = 0.8
@@ -103,7 +108,7 @@ class GenerationRequest:
 
 @dataclass(slots=True)
 class GenerationResult:
-    """Returns nothing; holds one completion: answer text (no ``<think>``), thinking, finish reason, counts."""
+    """One completion: answer text (no ``<think>``), thinking, finish reason, counts."""
 
     text: str
     thinking: str | None = None

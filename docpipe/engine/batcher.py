@@ -21,7 +21,7 @@ from concurrent.futures import Future
 
 from docpipe.engine.base import Engine, GenerationRequest, GenerationResult
 from docpipe.errors import EngineError
-from docpipe.metrics import emit
+from docpipe.events import emit
 
 __all__ = ["BatchingEngine"]
 

@@ -20,14 +20,12 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from docpipe.engine.base import GenerationRequest, GenerationResult, StreamEvent, split_thinking
+from docpipe.engine.base import BUDGET_CLOSE, GenerationRequest, GenerationResult, StreamEvent, split_thinking
 from docpipe.errors import ConfigError, DependencyError, EngineError
 
 __all__ = ["AsyncVLLMEngine", "VLLMEngine", "engine_args"]
 
 logger = logging.getLogger(__name__)
-
-BUDGET_CLOSE = "\n\nConsidering the limited time, I have to give the answer now.\n</think>\n\n"
 
 
 def _cuda() -> bool:

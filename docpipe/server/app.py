@@ -38,7 +38,7 @@ except ImportError:  # pragma: no cover
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from docpipe.metrics import Metrics
+    from docpipe.server.metrics import Metrics
     from docpipe.pipeline import DocPipe
 
 __all__ = ["create_app", "serve"]
@@ -206,7 +206,7 @@ def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Met
     from contextlib import asynccontextmanager
 
     from docpipe import __version__
-    from docpipe.metrics import Metrics
+    from docpipe.server.metrics import Metrics
 
     options = options or ServeOptions()
     metrics = metrics or Metrics()

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from docpipe.access.keys import KeyStore
     from docpipe.access.log import AccessLog
     from docpipe.access.matters import MatterDocument, MatterStore
-    from docpipe.metrics import Metrics
+    from docpipe.server.metrics import Metrics
     from docpipe.pipeline import DocPipe
     from docpipe.server.housekeeping import Housekeeper
     from docpipe.server.storage import ResultStore
