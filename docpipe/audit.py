@@ -22,7 +22,7 @@ __all__ = ["AuditManifest", "model_revision"]
 
 @dataclass(frozen=True, slots=True)
 class AuditManifest:
-    """Returns nothing; holds the provenance of one answer or report (see the module docstring).
+    """The provenance of one answer or report (see the module docstring).
 
     >>> m = AuditManifest(kind="answer", document_sha256="ab" * 32, document_name="msa.pdf", engine="extractive")
     >>> m.to_dict()["document_sha256"][:4], m.kind

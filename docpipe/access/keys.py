@@ -114,7 +114,7 @@ class Principal:
 
 @dataclass(frozen=True, slots=True)
 class ApiKey:
-    """Returns nothing; holds one key's public record (never its secret)."""
+    """One key's public record: whose it is, its grants, when made and revoked (never its secret)."""
 
     key_id: str
     user: str

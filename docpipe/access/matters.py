@@ -43,7 +43,7 @@ _DOC_ID = re.compile(r"^[0-9a-f]{64}$")
 
 @dataclass(slots=True)
 class MatterDocument:
-    """Returns nothing; holds one matter's record of a document (what that matter's users see of it)."""
+    """One matter's record of a document: what that matter's users see of it (name, when, who, grants)."""
 
     id: str
     name: str

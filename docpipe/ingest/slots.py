@@ -22,7 +22,7 @@ __all__ = ["ExtractionSlots"]
 
 
 class ExtractionSlots:
-    """Returns nothing; hands out `total` slots. An owner holds at most ``total - 1`` of them (at least one):
+    """Hands out `total` slots. An owner holds at most ``total - 1`` of them (at least one):
     with two slots, a user whose uploads are slow leaves the other slot to everyone else. Callers without an
     owner share the whole pool. Waiting longer than `wait_s` raises `BusyError` (``retry_after_s`` set)."""
 

@@ -19,7 +19,7 @@ TOKEN = Principal("token", "token", {"*": "admin"})
 
 
 class AccessDenied(Exception):
-    """Returns nothing; carries the HTTP status (401, 403, 400) and a message saying what to do."""
+    """A request the caller may not make: the HTTP status (401, 403, 404, 400) and a message saying what to do."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -29,7 +29,7 @@ class AccessDenied(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Returns nothing; holds who is calling, the matter of the request and the role they hold in it."""
+    """Who is calling, the matter the request acts in, and the role they hold there."""
 
     principal: Principal
     matter: str

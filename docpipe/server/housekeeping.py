@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class Removed:
-    """Returns nothing; counts what one deletion removed."""
+    """What one deletion removed, counted by kind (added up over several documents with ``+=``)."""
 
     documents: int = 0
     results: int = 0
