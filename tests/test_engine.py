@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from docpipe import Answer, DocPipe, Settings
+from docpipe.answer.prompts import SYSTEM_PROMPT, build_user_prompt, extract_quotes, wants_thinking
 from docpipe.engine import load_engine
 from docpipe.engine.base import GenerationRequest, GenerationResult, split_thinking
 from docpipe.engine.fake import EchoEngine
-from docpipe.answer.prompts import SYSTEM_PROMPT, build_user_prompt, extract_quotes, wants_thinking
+from docpipe.testing.engine_contract import EngineContract
 
 KEY = "What is the notice period for termination for convenience?"
 
@@ -221,3 +222,15 @@ def test_context_is_fitted_to_the_models_window(tmp_path: Path, sample_pdf: Path
     engine.max_model_len = 2048
     with pytest.raises(ConfigError, match="MAX_MODEL_LEN"):
         dp.ask(sample_pdf, KEY, use_cache=False)
+
+
+class TestEchoEngineContract(EngineContract):
+    """The shared engine contract (docpipe.testing.engine_contract) on the echo engine: fast, no model."""
+
+    exact_stream = False  # words are streamed with a trailing space each
+    template_thinking_switch = False  # no chat template: thinking is its own <think> block
+    reports_first_token = False
+
+    @pytest.fixture
+    def engine(self) -> EchoEngine:
+        return EchoEngine()

