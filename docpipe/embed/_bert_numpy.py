@@ -110,7 +110,7 @@ class NumpyBertEncoder:
         for n in range(self._layers):
             p = f"encoder.layer.{n}."
 
-            def proj(name: str, h: np.ndarray) -> np.ndarray:
+            def proj(name: str, h: np.ndarray) -> np.ndarray:  # noqa: B023 - called within this iteration
                 out = h.reshape(batch * length, -1) @ w[p + name + ".weight"] + w[p + name + ".bias"]
                 return out.reshape(batch, length, -1)
 

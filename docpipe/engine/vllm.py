@@ -148,14 +148,12 @@ class VLLMEngine:
         """Returns one result per request, in order; runs them as one engine batch per thinking setting."""
         if not requests:
             return []
+        from vllm.exceptions import VLLMError
+
         try:
             return self._generate(requests)
-        except ValueError as exc:  # vLLM rejects the whole batch, e.g. a prompt longer than the window
-            raise EngineError(
-                f"vLLM rejected the batch: {exc}. If a prompt is too long for the model, lower "
-                "DOCPIPE_RETRIEVAL__BUDGET_TOKENS or raise DOCPIPE_ENGINE__MAX_MODEL_LEN",
-                model=self.model,
-            ) from exc
+        except (ValueError, VLLMError) as exc:  # vLLM rejects the whole batch, e.g. a prompt over the window
+            raise _rejected(exc, self.model) from exc
 
     def _generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         started = time.perf_counter()
@@ -197,7 +195,7 @@ class VLLMEngine:
         )
         results: list[GenerationResult | None] = [None] * len(requests)
         follow_prompts, follow_index, truncated = [], [], []
-        for i, (request, output) in enumerate(zip(requests, first)):
+        for i, (_request, output) in enumerate(zip(requests, first)):
             choice = output.outputs[0]
             text = choice.text
             if "</think>" in text:
@@ -309,9 +307,16 @@ class AsyncVLLMEngine:
         finished = False
         finish_reason = "stop"
         prompt_tokens = completion_tokens = 0
+        from vllm.exceptions import VLLMError
+
         self._in_flight += 1
         try:
-            async for output in self._engine.generate(prompt, params, request_id, priority=request.priority):
+            try:
+                outputs = self._engine.generate(prompt, params, request_id, priority=request.priority)
+                first = await anext(outputs)
+            except (ValueError, VLLMError) as exc:  # refused before any token, e.g. a prompt over the window
+                raise _rejected(exc, self.model) from exc
+            async for output in _chain(first, outputs):
                 self.in_flight_samples.append(self._in_flight)
                 choice = output.outputs[0]
                 prompt_tokens = len(output.prompt_token_ids or []) or prompt_tokens
@@ -365,6 +370,20 @@ class AsyncVLLMEngine:
         if engine is not None:
             engine.shutdown()
             self._engine = None
+
+
+def _rejected(exc: Exception, model: str) -> EngineError:
+    return EngineError(
+        f"vLLM rejected the request: {exc}. If a prompt is too long for the model, lower "
+        "DOCPIPE_RETRIEVAL__BUDGET_TOKENS or raise DOCPIPE_ENGINE__MAX_MODEL_LEN",
+        model=model,
+    )
+
+
+async def _chain(first: Any, rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    yield first
+    async for item in rest:
+        yield item
 
 
 def _classify(delta: str, inside: bool) -> list[tuple[str, str]]:
