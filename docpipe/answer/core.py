@@ -27,7 +27,7 @@ from docpipe.answer.verify import locate_quote, verify_quote
 from docpipe.audit import model_revision
 from docpipe.engine.base import DIRECT_SAMPLING, THINKING_SAMPLING, GenerationRequest
 from docpipe.errors import ConfigError, StoreError
-from docpipe.metrics import emit as emit_metric
+from docpipe.events import emit as emit_metric
 from docpipe.retrieve.fusion import select_context
 from docpipe.types import Answer, Citation, Document, Hit
 
@@ -248,7 +248,7 @@ def generate_cached(
     """Returns one item per request, in order: `load` of the cached value where `keys[i]` is in the answer
     cache, else `finish(i, result)` of the engine's result, the misses sent to `engine` as one batch. A finished
     item is stored (`dump`) under `doc` and its matter unless the engine failed on it. With `cache` None the
-    cache is neither read nor written; `metric` names the hits/misses event to emit (`docpipe.metrics`)."""
+    cache is neither read nor written; `metric` names the hits/misses event to emit (`docpipe.events`)."""
     items: list[T | None] = [None] * len(requests)
     if cache is not None:
         for i, key in enumerate(keys):

@@ -7,10 +7,10 @@ cache key) and finishes the result as it does (`finish_answer`). Engines with an
 looked through to the engine it wraps (`streaming_engine`). For anything else (no model: the extractive
 answer; the in-process batch `VLLMEngine`) `DocPipe.ask_stream` gives one ``done`` event holding `ask`'s answer.
 
-The engine's async iterator runs on docpipe's private event loop, in one background thread that all streams
-share, so the sync generator works from plain code, from Gradio's worker threads and from inside a running
-loop (Jupyter) alike. One loop, not one per stream: an engine such as vLLM's ``AsyncLLM`` keeps working on
-the loop it started on. Closing the generator early (``break``, ``close()``, garbage collection) closes the
+The engine's async iterator runs on a private event loop (`docpipe.engine.loop.BackgroundLoop`), in one
+background thread that all streams share, so the sync generator works from plain code, from Gradio's worker
+threads and from inside a running loop (Jupyter) alike. One loop, not one per stream: an engine such as vLLM's
+``AsyncLLM`` keeps working on the loop it started on. Closing the generator early (``break``, ``close()``, garbage collection) closes the
 engine's stream, which cancels the request.
 """
 
@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from docpipe.answer.core import CacheOpener, cache_call, cache_put, finish_answer, plan_answers
 from docpipe.engine.base import StreamTrim
+from docpipe.engine.loop import BackgroundLoop
 from docpipe.errors import DocpipeError, EngineError
 from docpipe.types import Answer
 
@@ -157,30 +157,8 @@ def stream_answer(
     yield AnswerEvent("done", answer=answer)
 
 
-class _SharedLoop:
-    """Docpipe's private event loop for streams, running in a daemon thread started on first use
-    (and again in a forked child, where the thread does not exist)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    def get(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None or self._thread is None or not self._thread.is_alive():
-                self._loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(
-                    target=self._loop.run_forever, name="docpipe-answer-stream", daemon=True
-                )
-                self._thread.start()
-            return self._loop
-
-    def is_current(self) -> bool:
-        return self._thread is threading.current_thread()
-
-
-_LOOP = _SharedLoop()
+# One loop for every stream (see the module docstring), started on first use and again in a forked child.
+_LOOP = BackgroundLoop("docpipe-answer-stream")
 
 
 def _run_async_iterator(iterator: AsyncIterator[T]) -> Iterator[T]:

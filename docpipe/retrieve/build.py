@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import EmptyFileError, FileMissingError, InputError, PasswordRequiredError, WrongPasswordError
-from docpipe.metrics import emit as emit_metric
+from docpipe.events import emit as emit_metric
 from docpipe.retrieve.fusion import SearchIndex
 from docpipe.types import Document, Page, PageStatus, Passage
 
