@@ -41,7 +41,7 @@ from docpipe.pipeline import DocPipe
 from docpipe.settings import Settings
 from docpipe.answer.streaming import AnswerEvent
 
-__version__ = "0.1.0"
+from docpipe.version import __version__
 
 __all__ = [
     "CHECKLIST",

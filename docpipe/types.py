@@ -4,7 +4,8 @@ answer is (`Answer` with its `Citation`s).
 
 Offsets are character offsets into `Document.text`, the page texts joined by `PAGE_SEPARATOR`, so any
 section or passage can be mapped back to its pages and checked against the stored page text. This module
-imports nothing of docpipe but `docpipe.audit` (the manifest an answer carries): every stage may import it.
+imports nothing of docpipe but `docpipe.audit` and `docpipe.version` (for the manifest an answer carries):
+every stage may import it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from enum import Enum
 from typing import Any
 
 from docpipe.audit import AuditManifest, iso_time
+from docpipe.version import __version__
 
 __all__ = [
     "PAGE_SEPARATOR",
@@ -294,8 +296,6 @@ class Answer:
 
     def manifest(self) -> AuditManifest:
         """Returns the answer's audit manifest: document SHA-256, model and revision, settings, sections, time."""
-        from docpipe import __version__
-
         return AuditManifest(
             kind="answer",
             document_sha256=self.document_id,

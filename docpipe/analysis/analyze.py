@@ -32,6 +32,7 @@ from docpipe.audit import AuditManifest
 from docpipe.errors import ConfigError
 from docpipe.retrieve.fusion import select_context
 from docpipe.types import Citation
+from docpipe.version import __version__
 
 if TYPE_CHECKING:
     from docpipe.embed.base import Embedder
@@ -72,7 +73,6 @@ def analyze(
     the module docstring): judged by `engine`, or candidates when it is None. `expand` defaults to
     `analysis.expand_references`; `started` is the `time.perf_counter()` the report's `seconds` count from
     (default: now), so a caller can count loading the document too. `DocPipe.analyze` calls this."""
-    from docpipe import __version__
     from docpipe.answer.prompts import ANALYSIS_PROMPT_VERSION, PROMPT_VERSION
     from docpipe.audit import model_revision
 
