@@ -5,85 +5,100 @@
 >>> answer = dp.ask("contract.pdf", "What is the notice period for termination for convenience?")  # doctest: +SKIP
 >>> [(c.pages, c.quote, c.verified) for c in answer.citations]  # doctest: +SKIP
 
-Importing docpipe is cheap: torch, faiss and the embedder load when first used.
+Importing docpipe is cheap: each public name is imported from its module when first used (PEP 562), and
+torch, faiss and the embedder load only when a document is embedded.
 """
 
-from docpipe.access.log import AccessLog
-from docpipe.analysis.report import CategoryFinding, ContractReport
-from docpipe.audit import AuditManifest
-from docpipe.analysis.checklist import CHECKLIST, Category
-from docpipe.types import Answer, Citation, Document, Hit, Page, PageStatus, Passage, Section
-from docpipe.embed.base import HashingEmbedder
-from docpipe.errors import (
-    BusyError,
-    ConfigError,
-    DependencyError,
-    DocpipeError,
-    EmptyFileError,
-    EncryptionCheckError,
-    EngineError,
-    EngineUnavailableError,
-    ExtractionError,
-    ExtractionTimeoutError,
-    FileMissingError,
-    InputError,
-    MalformedPDFError,
-    NoTextError,
-    NotAPDFError,
-    PasswordRequiredError,
-    StoreError,
-    TooMuchTextError,
-    WrongPasswordError,
-)
-from docpipe.access.keys import KeyStore, Principal
-from docpipe.access.matters import MatterDocument, MatterStore
-from docpipe.pipeline import DocPipe
-from docpipe.settings import Settings
-from docpipe.answer.streaming import AnswerEvent
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from docpipe.version import __version__
 
-__all__ = [
-    "CHECKLIST",
-    "AccessLog",
-    "Answer",
-    "AuditManifest",
-    "BusyError",
-    "Category",
-    "CategoryFinding",
-    "AnswerEvent",
-    "Citation",
-    "ConfigError",
-    "ContractReport",
-    "DependencyError",
-    "DocPipe",
-    "DocpipeError",
-    "Document",
-    "EmptyFileError",
-    "EncryptionCheckError",
-    "EngineError",
-    "EngineUnavailableError",
-    "ExtractionError",
-    "ExtractionTimeoutError",
-    "FileMissingError",
-    "HashingEmbedder",
-    "Hit",
-    "InputError",
-    "KeyStore",
-    "MalformedPDFError",
-    "MatterDocument",
-    "MatterStore",
-    "NoTextError",
-    "NotAPDFError",
-    "Page",
-    "PageStatus",
-    "Passage",
-    "PasswordRequiredError",
-    "Principal",
-    "Section",
-    "Settings",
-    "StoreError",
-    "TooMuchTextError",
-    "WrongPasswordError",
-    "__version__",
-]
+# Public name -> the module that defines it. `docpipe.__all__` is exactly these names plus __version__.
+_EXPORTS = {
+    "AccessLog": "docpipe.access.log",
+    "KeyStore": "docpipe.access.keys",
+    "Principal": "docpipe.access.keys",
+    "MatterDocument": "docpipe.access.matters",
+    "MatterStore": "docpipe.access.matters",
+    "CHECKLIST": "docpipe.analysis.checklist",
+    "Category": "docpipe.analysis.checklist",
+    "CategoryFinding": "docpipe.analysis.report",
+    "ContractReport": "docpipe.analysis.report",
+    "AnswerEvent": "docpipe.answer.streaming",
+    "AuditManifest": "docpipe.audit",
+    "HashingEmbedder": "docpipe.embed.hashing",
+    "EchoEngine": "docpipe.engine.fake",
+    "Engine": "docpipe.engine.base",
+    "GenerationRequest": "docpipe.engine.base",
+    "GenerationResult": "docpipe.engine.base",
+    "DocPipe": "docpipe.pipeline",
+    "Settings": "docpipe.settings",
+    **{
+        name: "docpipe.types"
+        for name in ("Answer", "Citation", "Document", "Hit", "Page", "PageStatus", "Passage", "Section")
+    },
+    **{
+        name: "docpipe.errors"
+        for name in (
+            "BusyError", "ConfigError", "DependencyError", "DocpipeError", "EmptyFileError", "EncryptionCheckError",
+            "EngineError", "EngineUnavailableError", "ExtractionError", "ExtractionTimeoutError", "FileMissingError",
+            "InputError", "MalformedPDFError", "NoTextError", "NotAPDFError", "PasswordRequiredError", "StoreError",
+            "TooMuchTextError", "WrongPasswordError",
+        )
+    },
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'docpipe' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
+    from docpipe.access.keys import KeyStore, Principal
+    from docpipe.access.log import AccessLog
+    from docpipe.access.matters import MatterDocument, MatterStore
+    from docpipe.analysis.checklist import CHECKLIST, Category
+    from docpipe.analysis.report import CategoryFinding, ContractReport
+    from docpipe.answer.streaming import AnswerEvent
+    from docpipe.audit import AuditManifest
+    from docpipe.embed.hashing import HashingEmbedder
+    from docpipe.engine.base import Engine, GenerationRequest, GenerationResult
+    from docpipe.engine.fake import EchoEngine
+    from docpipe.errors import (
+        BusyError,
+        ConfigError,
+        DependencyError,
+        DocpipeError,
+        EmptyFileError,
+        EncryptionCheckError,
+        EngineError,
+        EngineUnavailableError,
+        ExtractionError,
+        ExtractionTimeoutError,
+        FileMissingError,
+        InputError,
+        MalformedPDFError,
+        NoTextError,
+        NotAPDFError,
+        PasswordRequiredError,
+        StoreError,
+        TooMuchTextError,
+        WrongPasswordError,
+    )
+    from docpipe.pipeline import DocPipe
+    from docpipe.settings import Settings
+    from docpipe.types import Answer, Citation, Document, Hit, Page, PageStatus, Passage, Section

@@ -17,6 +17,7 @@ from typing import Any
 import gradio as gr
 from gradio import Request as GradioRequest
 
+from docpipe.answer.core import check_question
 from docpipe import (
     CHECKLIST,
     Answer,
@@ -75,9 +76,7 @@ def _pickers(choices: list[tuple[str, str]], value: str | None) -> list[Any]:
 
 
 def _check_question(question: str) -> str:
-    question = (question or "").strip()
-    if not question:
-        raise DocpipeError("the question is empty: ask something about the document")
+    question = check_question((question or "").strip())
     if len(question) > MAX_QUESTION_CHARS:
         raise DocpipeError(f"the question is {len(question)} characters long; keep it under {MAX_QUESTION_CHARS}")
     return question

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from docpipe.answer.core import check_question
 from docpipe.errors import ConfigError, EmptyFileError, InputError, PasswordRequiredError
 from docpipe.ingest.store import make_private_dir
 from docpipe.names import clean_upload_name
@@ -163,8 +164,7 @@ def _install_routes(app: FastAPI) -> None:
                 "split them over several requests"
             )
         for number, question in enumerate(questions, 1):
-            if not question or not question.strip():
-                raise ConfigError(f"question {number} is empty: ask something about the document")
+            check_question(question, which=f"question {number}")
             if len(question) > options.max_question_chars:
                 raise ConfigError(
                     f"question {number} is {len(question)} characters long; keep it under "
