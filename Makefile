@@ -39,9 +39,9 @@ demo: install
 	$(VENV)/bin/docpipe ask $(SAMPLE) "$(QUESTION)"
 
 # Static checks, first in `make test`: ruff's lint rules, the import contracts (import-linter: the layers of
-# issue 11, no cycles) and mypy, all configured in pyproject.toml. FORMAT_CHECK=1 adds `ruff format --check`;
-# it becomes the default once the tree has had its one formatting commit (`ruff format .`).
-FORMAT_CHECK ?= 0
+# issue 11, no cycles) and mypy, all configured in pyproject.toml, plus `ruff format --check` (FORMAT_CHECK=0
+# skips it while a change is in progress; `ruff format .` fixes what it finds).
+FORMAT_CHECK ?= 1
 lint: install
 	$(VENV)/bin/ruff check .
 ifeq ($(FORMAT_CHECK),1)

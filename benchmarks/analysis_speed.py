@@ -21,7 +21,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONTRACT = ROOT.parent / "shared" / "eval" / "cuad-dev" / "pdf" / "GOOSEHEADINSURANCE_INC_04_02_2018-EX-10.6-Franchise_Agreement.pdf"
+CONTRACT = (
+    ROOT.parent
+    / "shared"
+    / "eval"
+    / "cuad-dev"
+    / "pdf"
+    / "GOOSEHEADINSURANCE_INC_04_02_2018-EX-10.6-Franchise_Agreement.pdf"
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -53,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         analysis={"budget_tokens": args.budget},
         engine={"max_answer_tokens": args.max_tokens, "max_thinking_tokens": args.max_tokens, "model": model},
     )
-    offline = DocPipe(settings.model_copy(update={"engine": settings.engine.model_copy(update={"backend": "extractive"})}))
+    offline = DocPipe(
+        settings.model_copy(update={"engine": settings.engine.model_copy(update={"backend": "extractive"})})
+    )
     started = time.perf_counter()
     doc = offline.ingest(args.pdf)
     ingest_s = time.perf_counter() - started

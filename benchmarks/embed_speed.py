@@ -48,12 +48,12 @@ NUMPY_PASSAGES = 32
 
 def sample_passages(embedder: Any) -> list[str]:
     """Returns the texts ingestion would embed for the sample contract, sized for `embedder`."""
-    from docpipe.types import Document
     from docpipe.ingest.extract import extract_pages
     from docpipe.ingest.passages import embedding_text, make_passages
     from docpipe.ingest.sections import split_sections
-    from docpipe.settings import Settings
     from docpipe.ingest.tokens import get_token_counter
+    from docpipe.settings import Settings
+    from docpipe.types import Document
 
     settings = Settings(home=Path(tempfile.gettempdir()) / "docpipe-bench-unused")
     pages = extract_pages(PDF.read_bytes(), settings=settings.extraction, name=PDF.name)
@@ -115,8 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     step = max(1, len(texts) // NUMPY_PASSAGES)
     numpy_texts = texts[::step][:NUMPY_PASSAGES]
     word_pieces = [len(st.token_spans(t)) for t in texts]
-    print(f"{len(texts)} passages from {PDF.name}, median {statistics.median(word_pieces):.0f} word-pieces",
-          flush=True)
+    print(f"{len(texts)} passages from {PDF.name}, median {statistics.median(word_pieces):.0f} word-pieces", flush=True)
 
     # name -> (embed function, the passages it is measured on)
     embedders: dict[str, tuple[Callable[[list[str]], Any], list[str]]] = {}
@@ -146,12 +145,15 @@ def main(argv: list[str] | None = None) -> int:
             question_ms[name, label] = 1000 * statistics.median(timed(fn, [QUESTION]) for _ in range(5))
     seconds: dict[tuple[str, str], list[float]] = {pair: [] for pair in pairs}
     for repeat in range(args.repeats):
-        for name, label in pairs[repeat % len(pairs):] + pairs[: repeat % len(pairs)]:
+        for name, label in pairs[repeat % len(pairs) :] + pairs[: repeat % len(pairs)]:
             fn, batch = embedders[name]
             with Threads(thread_settings[label]):
                 seconds[name, label].append(timed(fn, batch))
-        print(f"repeat {repeat + 1}/{args.repeats}: " + "  ".join(
-            f"{n}@{t} {len(embedders[n][1]) / seconds[n, t][-1]:.1f}/s" for n, t in pairs), flush=True)
+        print(
+            f"repeat {repeat + 1}/{args.repeats}: "
+            + "  ".join(f"{n}@{t} {len(embedders[n][1]) / seconds[n, t][-1]:.1f}/s" for n, t in pairs),
+            flush=True,
+        )
 
     rows: dict[str, dict[str, Any]] = {}
     for name, (_, batch) in embedders.items():
@@ -215,15 +217,21 @@ def _default_threads() -> int:
 
 
 def report(result: dict) -> None:
-    print(f"\n{'embedder':>22} {'threads':>7} {'passages':>8} {'passages/s':>11} {'ratio':>7} {'1 question':>11}"
-          f" {'load':>7}")
+    print(
+        f"\n{'embedder':>22} {'threads':>7} {'passages':>8} {'passages/s':>11} {'ratio':>7} {'1 question':>11}"
+        f" {'load':>7}"
+    )
     for name, row in result["embedders"].items():
         for label, cell in row["threads"].items():
-            print(f"{name:>22} {label:>7} {row['passages']:>8} {cell['passages_per_s']:>11.1f} "
-                  f"{cell['ratio_to_sentence_transformers']:>6.2f}x {cell['one_question_ms']:>8.1f} ms "
-                  f"{row['load_s']:>6.2f}s")
-    print(f"load average {result['machine']['load_average_at_start']} at start, {result['load_average_at_end']} "
-          f"at end; whole run {result['runtime_s']} s")
+            print(
+                f"{name:>22} {label:>7} {row['passages']:>8} {cell['passages_per_s']:>11.1f} "
+                f"{cell['ratio_to_sentence_transformers']:>6.2f}x {cell['one_question_ms']:>8.1f} ms "
+                f"{row['load_s']:>6.2f}s"
+            )
+    print(
+        f"load average {result['machine']['load_average_at_start']} at start, {result['load_average_at_end']} "
+        f"at end; whole run {result['runtime_s']} s"
+    )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--prompt-tokens", type=int, help="user prompt size for items 1-2; default 600 / 8000")
     p.add_argument("--prefix-tokens", type=int, help="shared prefix for item 4; default 1500 / 8000")
     p.add_argument("--max-tokens", type=int, help="max tokens per answer; default 32 / 300")
-    p.add_argument("--chunked-prefill", choices=["auto", "on", "off"], default="auto",
-                   help="auto: vLLM's default on CUDA, off on CPU (seeded requests crash it there)")
+    p.add_argument(
+        "--chunked-prefill",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="auto: vLLM's default on CUDA, off on CPU (seeded requests crash it there)",
+    )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "engine_speed.json")
     args = p.parse_args(argv)
@@ -105,8 +109,8 @@ class Contract:
 
 def rag_requests(contract: Contract, n: int, *, prompt_tokens: int, max_tokens: int):
     """Returns `n` distinct requests: each its own contract window and question, fixed seeds, no thinking."""
-    from docpipe.engine.base import DIRECT_SAMPLING, GenerationRequest
     from docpipe.answer.prompts import SYSTEM_PROMPT
+    from docpipe.engine.base import DIRECT_SAMPLING, GenerationRequest
 
     stride = max(len(contract.ids) // n, 1)
     out = []
@@ -139,8 +143,9 @@ def bench_batch(engine, requests, repeats: int, *, max_model_len: int) -> dict:
     longer = [r.with_sampling(max_tokens=r.sampling.max_tokens * 4) for r in requests[:8]]
     if max(prompt_len(engine, r) for r in longer) + longer[0].sampling.max_tokens <= max_model_len:
         rows["8, answers x4"] = _batch_row(engine, longer, repeats, "8, answers x4")
-    bare = [replace(r, messages=(r.messages[0], {"role": "user", "content": q}))
-            for r, q in zip(requests[:8], QUESTIONS)]
+    bare = [
+        replace(r, messages=(r.messages[0], {"role": "user", "content": q})) for r, q in zip(requests[:8], QUESTIONS)
+    ]
     rows["8, no contract"] = _batch_row(engine, bare, repeats, "8, no contract")
     rows["8, no contract"]["prompt_tokens"] = max(prompt_len(engine, r) for r in bare)
     return rows
@@ -231,18 +236,22 @@ def bench_pipeline(engine, args, tokenizer_spec: str, repeats: int, home: Path) 
         t_pipe.append(s)
         s, results = timed(engine.generate, requests)
         t_raw.append(s)
-        s, ctx = timed(lambda: [
-            dp.context(doc, q, budget_tokens=context_budget(dp.settings, engine)) for q in questions
-        ])
+        s, ctx = timed(
+            lambda: [dp.context(doc, q, budget_tokens=context_budget(dp.settings, engine)) for q in questions]
+        )
         t_ctx.append(s)
-        s, _ = timed(lambda ctx=ctx: [
-            build_request(q, h, doc, settings=dp.settings.engine, mode="no_think") for q, h in zip(questions, ctx)
-        ])
+        s, _ = timed(
+            lambda ctx=ctx: [
+                build_request(q, h, doc, settings=dp.settings.engine, mode="no_think") for q, h in zip(questions, ctx)
+            ]
+        )
         t_req.append(s)
-        s, _ = timed(lambda results=results, ctx=ctx: [
-            generative_answer(q, r, h, doc, engine=engine.name, model=engine.model, fingerprint=dp.fingerprint)
-            for q, r, h in zip(questions, results, ctx)
-        ])
+        s, _ = timed(
+            lambda results=results, ctx=ctx: [
+                generative_answer(q, r, h, doc, engine=engine.name, model=engine.model, fingerprint=dp.fingerprint)
+                for q, r, h in zip(questions, results, ctx)
+            ]
+        )
         t_cite.append(s)
     pipe, raw = median(t_pipe), median(t_raw)
     return {
@@ -260,8 +269,8 @@ def bench_pipeline(engine, args, tokenizer_spec: str, repeats: int, home: Path) 
 
 
 def _system_only():
-    from docpipe.engine.base import GenerationRequest
     from docpipe.answer.prompts import SYSTEM_PROMPT
+    from docpipe.engine.base import GenerationRequest
 
     return GenerationRequest.chat(SYSTEM_PROMPT, "")
 
@@ -319,8 +328,8 @@ async def bench_concurrency(engine, requests, repeats: int) -> dict:
 
 async def bench_prefix(engine, contract: Contract, args, repeats: int) -> dict:
     """Returns TTFTs of questions asked one after another on the same prefix (a fresh prefix per repeat)."""
-    from docpipe.engine.base import DIRECT_SAMPLING, GenerationRequest
     from docpipe.answer.prompts import SYSTEM_PROMPT
+    from docpipe.engine.base import DIRECT_SAMPLING, GenerationRequest
 
     sampling = replace(DIRECT_SAMPLING, max_tokens=args.max_tokens, seed=SEED)
     system_tokens = prompt_len(engine, _system_only())
@@ -413,8 +422,11 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
     longest = check_fits(engine, requests, args.max_model_len, args.max_tokens)
     user_tokens = len(engine.tokenizer.encode(requests[0].messages[1]["content"], add_special_tokens=False))
     try:
-        out["batch"] = {"prompt_tokens": longest, "user_prompt_tokens": user_tokens,
-                        "sizes": bench_batch(engine, requests, args.repeats, max_model_len=args.max_model_len)}
+        out["batch"] = {
+            "prompt_tokens": longest,
+            "user_prompt_tokens": user_tokens,
+            "sizes": bench_batch(engine, requests, args.repeats, max_model_len=args.max_model_len),
+        }
         print("3. pipeline overhead", flush=True)
         out["pipeline"] = bench_pipeline(engine, args, tokenizer_spec, args.repeats, tmp / "docpipe-home")
     finally:
@@ -448,40 +460,60 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
 
 
 def report(out: dict) -> None:
-    print(f"\nmodel: {out['model']}, max_model_len {out['max_model_len']}, max_tokens {out['max_tokens']}, "
-          f"chunked prefill {out['chunked_prefill']}, median of {out['repeats']}")
+    print(
+        f"\nmodel: {out['model']}, max_model_len {out['max_model_len']}, max_tokens {out['max_tokens']}, "
+        f"chunked prefill {out['chunked_prefill']}, median of {out['repeats']}"
+    )
     b = out["batch"]
-    print(f"\n1. batched vs one by one (prompt {b['prompt_tokens']} tokens, user part {b['user_prompt_tokens']}); "
-          "target >= 5x at batch 8")
-    print(f"{'batch':>16} {'batched s':>10} {'1-by-1 s':>9} {'tok':>5} {'tok/s batch':>12} {'tok/s 1-by-1':>13}"
-          f" {'ratio':>7}")
+    print(
+        f"\n1. batched vs one by one (prompt {b['prompt_tokens']} tokens, user part {b['user_prompt_tokens']}); "
+        "target >= 5x at batch 8"
+    )
+    print(
+        f"{'batch':>16} {'batched s':>10} {'1-by-1 s':>9} {'tok':>5} {'tok/s batch':>12} {'tok/s 1-by-1':>13}"
+        f" {'ratio':>7}"
+    )
     for size, r in b["sizes"].items():
-        print(f"{size:>16} {r['batched_s']:>10.3f} {r['one_by_one_s']:>9.3f} {r['tokens_batched']:>5} "
-              f"{r['tok_per_s_batched']:>12.1f} {r['tok_per_s_one_by_one']:>13.1f} {r['speedup']:>6.2f}x")
+        print(
+            f"{size:>16} {r['batched_s']:>10.3f} {r['one_by_one_s']:>9.3f} {r['tokens_batched']:>5} "
+            f"{r['tok_per_s_batched']:>12.1f} {r['tok_per_s_one_by_one']:>13.1f} {r['speedup']:>6.2f}x"
+        )
     print("\n2. concurrent askers (AsyncVLLMEngine) vs sequential awaits")
-    print(f"{'N':>3} {'concurrent s':>13} {'sequential s':>13} {'tok':>5} {'ratio':>7} {'1-stream tok/s':>15}"
-          "  in flight: max / mean / share of samples at max")
+    print(
+        f"{'N':>3} {'concurrent s':>13} {'sequential s':>13} {'tok':>5} {'ratio':>7} {'1-stream tok/s':>15}"
+        "  in flight: max / mean / share of samples at max"
+    )
     for n, r in out["concurrency"].items():
         f = r["in_flight"]
-        print(f"{n:>3} {r['concurrent_s']:>13.3f} {r['sequential_s']:>13.3f} {r['tokens_concurrent']:>5} "
-              f"{r['speedup']:>6.2f}x {r['single_stream_decode_tok_s'] or 0:>15.1f}  "
-              f"{f['max']} / {f['mean']} / {100 * f['share_at_max']:.0f}%")
+        print(
+            f"{n:>3} {r['concurrent_s']:>13.3f} {r['sequential_s']:>13.3f} {r['tokens_concurrent']:>5} "
+            f"{r['speedup']:>6.2f}x {r['single_stream_decode_tok_s'] or 0:>15.1f}  "
+            f"{f['max']} / {f['mean']} / {100 * f['share_at_max']:.0f}%"
+        )
     p = out["pipeline"]
     print(f"\n3. pipeline ask_many vs raw engine.generate, {p['questions']} questions, same requests; target <= 10%")
-    print(f"   pipeline {p['pipeline_s']:.3f} s, raw {p['raw_engine_s']:.3f} s"
-          f" -> overhead {p['overhead_pct']:+.1f}% (retrieval {p['retrieval_s']:.3f} s,"
-          f" requests {p['build_requests_s']:.4f} s, citations {p['citation_check_s']:.4f} s)")
+    print(
+        f"   pipeline {p['pipeline_s']:.3f} s, raw {p['raw_engine_s']:.3f} s"
+        f" -> overhead {p['overhead_pct']:+.1f}% (retrieval {p['retrieval_s']:.3f} s,"
+        f" requests {p['build_requests_s']:.4f} s, citations {p['citation_check_s']:.4f} s)"
+    )
     c = out["prefix_caching"]
-    print(f"\n4. prefix caching, TTFT of questions asked one after another on a shared prefix"
-          f" ({c['on']['prompt_tokens']} tokens)")
+    print(
+        f"\n4. prefix caching, TTFT of questions asked one after another on a shared prefix"
+        f" ({c['on']['prompt_tokens']} tokens)"
+    )
     for name in ("off", "on"):
         r = c[name]
-        print(f"   {name:>3}: later questions {r['later_questions_ttft_s'] * 1000:.1f} ms"
-              f" (n={r['later_questions_n']}), first question {r['first_question_ttft_s'] * 1000:.1f} ms,"
-              f" cached tokens probe {r['cached_tokens_probe']}")
+        print(
+            f"   {name:>3}: later questions {r['later_questions_ttft_s'] * 1000:.1f} ms"
+            f" (n={r['later_questions_n']}), first question {r['first_question_ttft_s'] * 1000:.1f} ms,"
+            f" cached tokens probe {r['cached_tokens_probe']}"
+        )
     print(f"   ratio off/on {c['ttft_ratio_off_over_on']:.2f}x")
-    print(f"\nengine start: {out['startup_s']}; whole run {out['runtime_s']} s; load average (1/5/15 min) "
-          f"{out['load_average_at_start']} at start, {out['load_average_at_end']} at end")
+    print(
+        f"\nengine start: {out['startup_s']}; whole run {out['runtime_s']} s; load average (1/5/15 min) "
+        f"{out['load_average_at_start']} at start, {out['load_average_at_end']} at end"
+    )
 
 
 if __name__ == "__main__":

@@ -129,15 +129,19 @@ def main() -> int:
     for row in rows:
         a, b = row[slow], row[fast]
         pages = a.get("pages", b.get("pages", 0))
-        print(f"{row['file'][:52]:52s} {pages:5d} {a['seconds']:8.2f} {b['seconds']:8.2f} "
-              f"{a['seconds'] / b['seconds']:6.1f}")
+        print(
+            f"{row['file'][:52]:52s} {pages:5d} {a['seconds']:8.2f} {b['seconds']:8.2f} "
+            f"{a['seconds'] / b['seconds']:6.1f}"
+        )
     print()
     header = ("extractor", "docs", "errors", "pages", "seconds", "pages/s", "per-call overhead")
     print("{:10s} {:>4s} {:>6s} {:>6s} {:>8s} {:>8s} {:>18s}".format(*header))
     for extractor in EXTRACTORS:
         t = totals[extractor]
-        print(f"{extractor:10s} {t['documents']:4d} {t['errors']:6d} {t['pages']:6d} {t['seconds']:8.2f} "
-              f"{t['pages_per_s']:8.1f} {t['overhead_s_median']:16.3f} s")
+        print(
+            f"{extractor:10s} {t['documents']:4d} {t['errors']:6d} {t['pages']:6d} {t['seconds']:8.2f} "
+            f"{t['pages_per_s']:8.1f} {t['overhead_s_median']:16.3f} s"
+        )
     median = statistics.median(per_doc) if per_doc else float("nan")
     print(f"\n{fast} is {ratio:.1f}x faster than {slow} overall (median per document {median:.1f}x)")
 

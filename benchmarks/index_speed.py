@@ -64,8 +64,16 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "index_speed.json"
 DEFAULT_THREADS = os.cpu_count() or 1
 
 
-def mixture(n: int, rng: np.random.Generator, *, topics: int = 64, subtopics: int = 4096,
-            alpha: float = 0.5, spread: float = 1.0, chunk: int = 100_000) -> tuple[np.ndarray, dict]:
+def mixture(
+    n: int,
+    rng: np.random.Generator,
+    *,
+    topics: int = 64,
+    subtopics: int = 4096,
+    alpha: float = 0.5,
+    spread: float = 1.0,
+    chunk: int = 100_000,
+) -> tuple[np.ndarray, dict]:
     """Returns `n` unit vectors from a two-level Gaussian mixture (see the module docstring) and its description.
 
     The mixture itself (centres, weights, spectra) comes from a fixed seed, so data and queries drawn with
@@ -131,7 +139,7 @@ def single_query_ms(indexes: dict[str, tuple[DenseIndex, int]], queries: np.ndar
     names = list(indexes)
     try:
         for i, query in enumerate(queries):
-            for name in names[i % len(names):] + names[: i % len(names)]:  # rotate who goes first
+            for name in names[i % len(names) :] + names[: i % len(names)]:  # rotate who goes first
                 index, threads = indexes[name]
                 faiss.omp_set_num_threads(threads)
                 started = time.perf_counter()
@@ -160,15 +168,17 @@ def sweep(index: DenseIndex, queries: np.ndarray, truth: np.ndarray, latency_que
             setattr(holder, knob, value)
             _, ids = index.search_batch(queries, K)
             lat = single_query_ms({"x": (index, 1)}, latency_queries)["x"]
-            rows.append({knob: value, "recall_at_10": round(recall(ids, truth), 4),
-                         "p50_ms": round(statistics.median(lat), 4)})
+            rows.append(
+                {knob: value, "recall_at_10": round(recall(ids, truth), 4), "p50_ms": round(statistics.median(lat), 4)}
+            )
     finally:
         setattr(holder, knob, own)
     return rows
 
 
-def bench_size(n: int, data: np.ndarray, queries: np.ndarray, args: argparse.Namespace,
-               hnsw_last: tuple[int, float] | None) -> dict[str, Any]:
+def bench_size(
+    n: int, data: np.ndarray, queries: np.ndarray, args: argparse.Namespace, hnsw_last: tuple[int, float] | None
+) -> dict[str, Any]:
     """Returns the measurements of every index type over the first `n` vectors."""
     subset = data[:n]
     truth, flat_batch_s = exact_neighbours(subset, queries, K)
@@ -179,8 +189,10 @@ def bench_size(n: int, data: np.ndarray, queries: np.ndarray, args: argparse.Nam
             last_n, last_s = hnsw_last
             projected = last_s * (n / last_n) * math.log(n) / math.log(last_n)
             if projected > args.max_build_s:
-                row["types"][kind] = {"skipped": f"build projected at {projected:.0f} s > --max-build-s "
-                                                 f"{args.max_build_s:.0f} (from {last_s:.1f} s at {last_n})"}
+                row["types"][kind] = {
+                    "skipped": f"build projected at {projected:.0f} s > --max-build-s "
+                    f"{args.max_build_s:.0f} (from {last_s:.1f} s at {last_n})"
+                }
                 print(f"  {kind:4s} skipped: {row['types'][kind]['skipped']}", flush=True)
                 continue
         started = time.perf_counter()
@@ -196,8 +208,11 @@ def bench_size(n: int, data: np.ndarray, queries: np.ndarray, args: argparse.Nam
         }
         raw = index.faiss_index
         if kind == "hnsw":
-            entry["params"] = {"M": dense_index.HNSW_M, "efConstruction": raw.hnsw.efConstruction,
-                               "efSearch": raw.hnsw.efSearch}
+            entry["params"] = {
+                "M": dense_index.HNSW_M,
+                "efConstruction": raw.hnsw.efConstruction,
+                "efSearch": raw.hnsw.efSearch,
+            }
         elif kind == "ivf":
             entry["params"] = {"nlist": raw.nlist, "nprobe": raw.nprobe}
         row["types"][kind] = entry
@@ -224,8 +239,9 @@ def bench_size(n: int, data: np.ndarray, queries: np.ndarray, args: argparse.Nam
         for kind in ("hnsw", "ivf"):
             if kind in indexes:
                 row["sweep"][kind] = sweep(indexes[kind], queries, truth, sweep_queries)
-    cells = "  ".join(f"{k} {v['p50_ms']:.3f} ms r={v['recall_at_10']:.3f}" for k, v in row["types"].items()
-                      if "p50_ms" in v)
+    cells = "  ".join(
+        f"{k} {v['p50_ms']:.3f} ms r={v['recall_at_10']:.3f}" for k, v in row["types"].items() if "p50_ms" in v
+    )
     print(f"  p50 one query: {cells}", flush=True)
     return row
 
@@ -246,8 +262,11 @@ def crossovers(rows: list[dict]) -> dict[str, Any]:
             "first_faster_size": _first_from(points, 1.0),
             "first_2x_faster_size": _first_from(points, 2.0),
             "speedup_over_flat": {str(n): round(r, 2) for n, _, r in points},
-            "recall_at_10": {str(row["n"]): row["types"][kind]["recall_at_10"] for row in rows
-                             if "recall_at_10" in row["types"].get(kind, {})},
+            "recall_at_10": {
+                str(row["n"]): row["types"][kind]["recall_at_10"]
+                for row in rows
+                if "recall_at_10" in row["types"].get(kind, {})
+            },
         }
         for (n0, _, r0), (n1, _, r1) in itertools.pairwise(points):
             if r0 < 1 <= r1:  # the last crossing wins: the speedup only grows from there
@@ -293,8 +312,11 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     data, description = mixture(max(args.sizes), rng)
     queries, _ = mixture(args.queries, np.random.default_rng(args.seed + 1))
-    print(f"data: {len(data)} x {DIM} ({description['kind']}) in {time.perf_counter() - started:.1f} s; "
-          f"faiss {faiss.__version__}, {faiss.omp_get_max_threads()} threads", flush=True)
+    print(
+        f"data: {len(data)} x {DIM} ({description['kind']}) in {time.perf_counter() - started:.1f} s; "
+        f"faiss {faiss.__version__}, {faiss.omp_get_max_threads()} threads",
+        flush=True,
+    )
     rows: list[dict] = []
     hnsw_last: tuple[int, float] | None = None
     for n in args.sizes:
@@ -321,8 +343,11 @@ def main(argv: list[str] | None = None) -> int:
         "data": description,
         "queries": args.queries,
         "docpipe_defaults": {
-            "hnsw": {"M": dense_index.HNSW_M, "efConstruction": dense_index.HNSW_EF_CONSTRUCTION,
-                     "efSearch": dense_index.HNSW_EF_SEARCH},
+            "hnsw": {
+                "M": dense_index.HNSW_M,
+                "efConstruction": dense_index.HNSW_EF_CONSTRUCTION,
+                "efSearch": dense_index.HNSW_EF_SEARCH,
+            },
             "ivf": {"nlist": "4 sqrt(N), at most N/39", "nprobe": dense_index.IVF_NPROBE},
         },
         "sizes": rows,
@@ -351,16 +376,22 @@ def report(result: dict) -> None:
             if "skipped" in v:
                 print(f"{row['n']:>9,} {kind:>5} skipped ({v['skipped']})")
                 continue
-            print(f"{row['n']:>9,} {kind:>5} {v['build_s']:>8.2f} {v['p50_ms']:>8.3f} {v['p95_ms']:>8.3f} "
-                  f"{v['batch_ms_per_query']:>10.4f} {v['recall_at_10']:>9.3f}")
+            print(
+                f"{row['n']:>9,} {kind:>5} {v['build_s']:>8.2f} {v['p50_ms']:>8.3f} {v['p95_ms']:>8.3f} "
+                f"{v['batch_ms_per_query']:>10.4f} {v['recall_at_10']:>9.3f}"
+            )
     c = result["crossover"]
     for kind in ("hnsw", "ivf"):
         e = c[kind]
-        print(f"{kind}: faster than flat at recall >= {RECALL_TARGET} from N = {e['first_faster_size']} "
-              f"(speedup crosses 1 near {e.get('interpolated_size')}), 2x faster from {e['first_2x_faster_size']}; "
-              f"speedup by N: {e['speedup_over_flat']}")
-    print(f"docpipe auto: flat below {c['auto_flat_below']:,}, then {c['auto_approximate']}; "
-          f"whole run {result['runtime_s']} s")
+        print(
+            f"{kind}: faster than flat at recall >= {RECALL_TARGET} from N = {e['first_faster_size']} "
+            f"(speedup crosses 1 near {e.get('interpolated_size')}), 2x faster from {e['first_2x_faster_size']}; "
+            f"speedup by N: {e['speedup_over_flat']}"
+        )
+    print(
+        f"docpipe auto: flat below {c['auto_flat_below']:,}, then {c['auto_approximate']}; "
+        f"whole run {result['runtime_s']} s"
+    )
 
 
 if __name__ == "__main__":

@@ -18,7 +18,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PDF = ROOT.parent / "shared" / "eval" / "cuad-dev" / "pdf" / "GOOSEHEADINSURANCE_INC_04_02_2018-EX-10.6-Franchise_Agreement.pdf"
+PDF = (
+    ROOT.parent
+    / "shared"
+    / "eval"
+    / "cuad-dev"
+    / "pdf"
+    / "GOOSEHEADINSURANCE_INC_04_02_2018-EX-10.6-Franchise_Agreement.pdf"
+)
 QUESTION = "Under what conditions may the franchisor terminate this agreement?"
 
 
@@ -59,7 +66,9 @@ def main() -> None:
         t = time.perf_counter()
         subprocess.run(
             [sys.executable, "-m", "docpipe", "ask", str(PDF), QUESTION, "--extractor", extractor],
-            check=True, capture_output=True, env=env,
+            check=True,
+            capture_output=True,
+            env=env,
         )
         cli = time.perf_counter() - t
         results["runs"][extractor] = {
@@ -73,15 +82,19 @@ def main() -> None:
             "cli_ask_process_warm_store_s": round(cli, 2),
         }
     runs = results["runs"]
-    results["cold_ratio_pypdf_over_pypdfium2"] = round(runs["pypdf"]["cold_ingest_s"] / runs["pypdfium2"]["cold_ingest_s"], 2)
+    results["cold_ratio_pypdf_over_pypdfium2"] = round(
+        runs["pypdf"]["cold_ingest_s"] / runs["pypdfium2"]["cold_ingest_s"], 2
+    )
     out = ROOT / "benchmarks" / "results" / "ingest_speed.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
     print(f"embedder load {load_s:.1f} s")
     print(f"{'extractor':<11}{'cold':>8}{'extract':>9}{'warm':>8}{'1st ask':>9}{'re-ask':>8}{'CLI ask':>9}")
     for name, r in runs.items():
-        print(f"{name:<11}{r['cold_ingest_s']:>7.2f}s{r['extraction_alone_s']:>8.2f}s{r['warm_ingest_s']:>7.3f}s"
-              f"{r['first_ask_warm_store_s']:>8.3f}s{r['reask_s']:>7.3f}s{r['cli_ask_process_warm_store_s']:>8.2f}s")
+        print(
+            f"{name:<11}{r['cold_ingest_s']:>7.2f}s{r['extraction_alone_s']:>8.2f}s{r['warm_ingest_s']:>7.3f}s"
+            f"{r['first_ask_warm_store_s']:>8.3f}s{r['reask_s']:>7.3f}s{r['cli_ask_process_warm_store_s']:>8.2f}s"
+        )
     print(f"cold ingest pypdf / pypdfium2: {results['cold_ratio_pypdf_over_pypdfium2']}x")
 
 

@@ -64,25 +64,41 @@ def plot_index_speed(result: dict, path: Path) -> None:
         ax_build.plot(ns, [max(v["build_s"], 1e-4) for _, v in points], "o-", color=COLOURS[kind], label=label)
         if kind == "flat":
             threads = result.get("machine", {}).get("faiss_threads", "all")
-            ax_lat.plot(ns, [v.get("all_threads_p50_ms") for _, v in points], "x--", color=COLOURS[kind],
-                        alpha=0.5, label=f"flat, FAISS on {threads} threads")
+            ax_lat.plot(
+                ns,
+                [v.get("all_threads_p50_ms") for _, v in points],
+                "x--",
+                color=COLOURS[kind],
+                alpha=0.5,
+                label=f"flat, FAISS on {threads} threads",
+            )
             continue
         for n, v in points:
             ok = v["recall_at_10"] >= target
-            ax_lat.annotate(f"{v['recall_at_10']:.3f}", (n, v["p50_ms"]), textcoords="offset points",
-                            xytext=(4, -12 if kind == "ivf" else 6), fontsize=7, color=COLOURS[kind],
-                            fontweight="normal" if ok else "bold")
+            ax_lat.annotate(
+                f"{v['recall_at_10']:.3f}",
+                (n, v["p50_ms"]),
+                textcoords="offset points",
+                xytext=(4, -12 if kind == "ivf" else 6),
+                fontsize=7,
+                color=COLOURS[kind],
+                fontweight="normal" if ok else "bold",
+            )
     crossover = result.get("crossover", {})
     auto = crossover.get("auto_flat_below")
     if auto:
         ax_lat.axvline(auto, color="green", linestyle=":", label=f"auto: flat below {auto:,}")
-    ax_lat.set(xscale="log", yscale="log", xlabel="vectors in the index (384-dim)",
-               ylabel="one query, p50 (ms)", title="Search latency, k=10 (labels: recall@10 vs flat)")
+    ax_lat.set(
+        xscale="log",
+        yscale="log",
+        xlabel="vectors in the index (384-dim)",
+        ylabel="one query, p50 (ms)",
+        title="Search latency, k=10 (labels: recall@10 vs flat)",
+    )
     sizes = [r["n"] for r in rows]
     ax_lat.set_xlim(min(sizes) / 1.5, max(sizes) * 3)  # room for the recall labels of the last point
     ax_lat.legend(fontsize=8)
-    ax_build.set(xscale="log", yscale="log", xlabel="vectors in the index", ylabel="seconds",
-                 title="Build time")
+    ax_build.set(xscale="log", yscale="log", xlabel="vectors in the index", ylabel="seconds", title="Build time")
     ax_build.legend(fontsize=8)
     # The sweep at the largest size where both approximate types were built.
     swept = [r for r in rows if r.get("sweep")]
@@ -90,17 +106,32 @@ def plot_index_speed(result: dict, path: Path) -> None:
         largest = swept[-1]
         for kind, points in largest["sweep"].items():
             knob = next(k for k in points[0] if k not in ("recall_at_10", "p50_ms"))
-            ax_sweep.plot([p["p50_ms"] for p in points], [p["recall_at_10"] for p in points], "o-",
-                          color=COLOURS[kind], label=f"{kind.upper()} by {knob}")
+            ax_sweep.plot(
+                [p["p50_ms"] for p in points],
+                [p["recall_at_10"] for p in points],
+                "o-",
+                color=COLOURS[kind],
+                label=f"{kind.upper()} by {knob}",
+            )
             for p in points:
-                ax_sweep.annotate(str(p[knob]), (p["p50_ms"], p["recall_at_10"]), textcoords="offset points",
-                                  xytext=(3, -10), fontsize=7, color=COLOURS[kind])
+                ax_sweep.annotate(
+                    str(p[knob]),
+                    (p["p50_ms"], p["recall_at_10"]),
+                    textcoords="offset points",
+                    xytext=(3, -10),
+                    fontsize=7,
+                    color=COLOURS[kind],
+                )
         flat = largest["types"].get("flat", {})
         if "p50_ms" in flat:
             ax_sweep.axvline(flat["p50_ms"], color=COLOURS["flat"], linestyle="--", label="flat p50")
         ax_sweep.axhline(target, color="green", linestyle=":", label=f"recall {target}")
-        ax_sweep.set(xscale="log", xlabel="one query, p50 (ms)", ylabel="recall@10",
-                     title=f"Search effort at N = {largest['n']:,}")
+        ax_sweep.set(
+            xscale="log",
+            xlabel="one query, p50 (ms)",
+            ylabel="recall@10",
+            title=f"Search effort at N = {largest['n']:,}",
+        )
         from matplotlib.ticker import NullFormatter
 
         ax_sweep.xaxis.set_minor_formatter(NullFormatter())  # minor labels collide on a short log range
@@ -119,16 +150,30 @@ def plot_embed_speed(result: dict, path: Path) -> None:
     for i, label in enumerate(labels):
         xs = [j + (i - (len(labels) - 1) / 2) * width for j in range(len(names))]
         cells = [result["embedders"][n]["threads"][label] for n in names]
-        bars = ax.bar(xs, [c["passages_per_s"] for c in cells], width, label=f"{label} thread{'s' * (label != '1')}",
-                      color=["#1f77b4", "#ff7f0e"][i % 2])
+        bars = ax.bar(
+            xs,
+            [c["passages_per_s"] for c in cells],
+            width,
+            label=f"{label} thread{'s' * (label != '1')}",
+            color=["#1f77b4", "#ff7f0e"][i % 2],
+        )
         for bar, cell in zip(bars, cells):
             q = cell["one_question_ms"]
-            ax.annotate(f"{cell['passages_per_s']:,.1f}/s\n{q:.1f} ms/q" if q >= 1 else
-                        f"{cell['passages_per_s']:,.1f}/s\n{q:.2f} ms/q",
-                        (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=7)
+            ax.annotate(
+                f"{cell['passages_per_s']:,.1f}/s\n{q:.1f} ms/q"
+                if q >= 1
+                else f"{cell['passages_per_s']:,.1f}/s\n{q:.2f} ms/q",
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+            )
     ax.set_xticks(range(len(names)), [f"{n}\n({result['embedders'][n]['passages']} passages)" for n in names])
-    ax.set(yscale="log", ylabel="passages per second (ms/q: one question)",
-           title=f"Embedding real contract passages ({result['model']}, batch {result['batch_size']})")
+    ax.set(
+        yscale="log",
+        ylabel="passages per second (ms/q: one question)",
+        title=f"Embedding real contract passages ({result['model']}, batch {result['batch_size']})",
+    )
     ax.margins(y=0.25)
     ax.legend(fontsize=8)
     fig.text(0.01, -0.03, _machine(result), ha="left", fontsize=7, color="grey")
@@ -143,17 +188,29 @@ def plot_extract_speed(result: dict, path: Path) -> None:
     names = list(totals)
     bars = ax_total.bar(names, [totals[n]["pages_per_s"] for n in names], color=["#7f7f7f", "#2ca02c"])
     for bar, name in zip(bars, names):
-        ax_total.annotate(f"{totals[name]['pages_per_s']:.0f} pages/s", (bar.get_x() + bar.get_width() / 2,
-                          bar.get_height()), ha="center", va="bottom", fontsize=9)
+        ax_total.annotate(
+            f"{totals[name]['pages_per_s']:.0f} pages/s",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=9,
+        )
     pages = totals[names[0]]["pages"]
-    ax_total.set(ylabel="pages per second",
-                 title=f"{len(result['files'])} contracts, {pages} pages: "
-                       f"{result['ratio_pypdf_over_pypdfium2_seconds']:.1f}x overall")
+    ax_total.set(
+        ylabel="pages per second",
+        title=f"{len(result['files'])} contracts, {pages} pages: "
+        f"{result['ratio_pypdf_over_pypdfium2_seconds']:.1f}x overall",
+    )
     for name, colour in zip(names, ["#7f7f7f", "#2ca02c"]):
         done = [f[name] for f in result["files"] if "error" not in f[name]]
         ax_docs.scatter([d["pages"] for d in done], [d["seconds"] for d in done], color=colour, label=name, s=18)
-    ax_docs.set(xscale="log", yscale="log", xlabel="pages in the contract", ylabel="seconds (worker process included)",
-                title="Per contract")
+    ax_docs.set(
+        xscale="log",
+        yscale="log",
+        xlabel="pages in the contract",
+        ylabel="seconds (worker process included)",
+        title="Per contract",
+    )
     ax_docs.legend()
     fig.suptitle(f"PDF text extraction; {_machine(result)}", fontsize=10)
     _save(fig, path)
@@ -167,15 +224,27 @@ def plot_engine_speed(result: dict, path: Path) -> None:
     xs = sorted(sizes)
     ax.plot(xs, [sizes[x]["speedup"] for x in xs], "o-", label="one batch vs one request at a time")
     for x in xs:
-        ax.annotate(f"{sizes[x]['speedup']:.1f}x", (x, sizes[x]["speedup"]), textcoords="offset points",
-                    xytext=(4, -12), fontsize=8)
+        ax.annotate(
+            f"{sizes[x]['speedup']:.1f}x",
+            (x, sizes[x]["speedup"]),
+            textcoords="offset points",
+            xytext=(4, -12),
+            fontsize=8,
+        )
     concurrency = {int(k): v for k, v in result.get("concurrency", {}).items()}
     if concurrency:
         cs = sorted(concurrency)
-        ax.plot(cs, [concurrency[c]["speedup"] for c in cs], "s--", label="N concurrent askers (AsyncLLM) vs sequential")
+        ax.plot(
+            cs, [concurrency[c]["speedup"] for c in cs], "s--", label="N concurrent askers (AsyncLLM) vs sequential"
+        )
     ax.plot(xs, xs, ":", color="grey", label="ideal (linear)")
-    ax.set(xlabel="batch size / concurrent requests", ylabel="speedup (x)", xticks=xs,
-           title=f"Engine batch scaling: {result['model'].split(' (')[0]}", ylim=(0, max(xs) + 1))
+    ax.set(
+        xlabel="batch size / concurrent requests",
+        ylabel="speedup (x)",
+        xticks=xs,
+        title=f"Engine batch scaling: {result['model'].split(' (')[0]}",
+        ylim=(0, max(xs) + 1),
+    )
     ax.legend(fontsize=8)
     fig.text(0.01, -0.03, _machine(result), ha="left", fontsize=7, color="grey")
     _save(fig, path)
@@ -200,13 +269,20 @@ def plot_service_load(result: dict, path: Path) -> None:
             ax_lat.plot(xs, [run[f"{pct}_s"] for run in runs], style, color=colour, label=f"{engine} {pct}")
         ax_rps.plot(xs, [run["throughput_rps"] for run in runs], "o-", color=colour, label=engine)
         for run in runs:
-            ax_rps.annotate(f"{run['throughput_rps']:.0f}" + (f"\n{run['errors']} errors" if run["errors"] else ""),
-                            (run["concurrency"], run["throughput_rps"]), textcoords="offset points", xytext=(4, 4),
-                            fontsize=7, color="red" if run["errors"] else colour)
+            ax_rps.annotate(
+                f"{run['throughput_rps']:.0f}" + (f"\n{run['errors']} errors" if run["errors"] else ""),
+                (run["concurrency"], run["throughput_rps"]),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=7,
+                color="red" if run["errors"] else colour,
+            )
     xs = sorted({run["concurrency"] for run in result["runs"]})
     ax_lat.set(xlabel="concurrent clients", ylabel="latency per question (s)", xticks=xs, title="Latency")
     ax_lat.legend(fontsize=7, ncol=2)
-    ax_rps.set(xlabel="concurrent clients", ylabel="questions per second", xticks=xs, title="Throughput", ylim=(0, None))
+    ax_rps.set(
+        xlabel="concurrent clients", ylabel="questions per second", xticks=xs, title="Throughput", ylim=(0, None)
+    )
     ax_rps.legend(fontsize=8)
     setup = result.get("setup", {})
     load = setup.get("load_average_1min", {}).get("before")

@@ -84,8 +84,7 @@ class Probe:
 RECORDS: list[Probe] = []
 
 
-def record(probe: str, threat: str, request: str, *, expected: str,
-           run: Callable[[Probe], None]) -> Probe:
+def record(probe: str, threat: str, request: str, *, expected: str, run: Callable[[Probe], None]) -> Probe:
     """Runs `run` on a new record, timing it; an exception is the outcome (and not as expected)."""
     rec = Probe(probe, threat, request, expected=expected)
     started = time.monotonic()
@@ -99,8 +98,11 @@ def record(probe: str, threat: str, request: str, *, expected: str,
         rec.seconds = round(time.monotonic() - started, 3)
     RECORDS.append(rec)
     flag = "ok " if rec.as_expected else "!! "
-    print(f"{flag}[{rec.probe}] {rec.threat}: {rec.request} -> {rec.outcome} ({rec.seconds:.2f} s) {rec.observation}",
-          file=sys.stderr, flush=True)
+    print(
+        f"{flag}[{rec.probe}] {rec.threat}: {rec.request} -> {rec.outcome} ({rec.seconds:.2f} s) {rec.observation}",
+        file=sys.stderr,
+        flush=True,
+    )
     return rec
 
 
@@ -129,8 +131,9 @@ def free_port() -> int:
 
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DOCPIPE_", "GRADIO_"))}
-    env.update(HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1",
-               TOKENIZERS_PARALLELISM="false")
+    env.update(
+        HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false"
+    )
     env.update(extra or {})
     return env
 
@@ -165,11 +168,30 @@ class Server:
 @contextlib.contextmanager
 def serving(home: Path, *args: str, env: dict[str, str] | None = None, log: Path) -> Iterator[Server]:
     port = free_port()
-    command = [sys.executable, "-m", "docpipe", "serve", "--preset", "test", "--home", str(home),
-               "--port", str(port), "--engine", "echo", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "docpipe",
+        "serve",
+        "--preset",
+        "test",
+        "--home",
+        str(home),
+        "--port",
+        str(port),
+        "--engine",
+        "echo",
+        *args,
+    ]
     with log.open("ab") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=server_env(env),
-                                   cwd=str(log.parent), start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=server_env(env),
+            cwd=str(log.parent),
+            start_new_session=True,
+        )
     server = Server(f"http://127.0.0.1:{port}", port, home, process, log)
     try:
         deadline = time.monotonic() + STARTUP_S
@@ -217,17 +239,24 @@ class Api:
     def delete(self, path: str) -> httpx.Response:
         return httpx.delete(self.url + path, headers=self.headers, timeout=60)
 
-    def upload(self, data: bytes, name: str, password: str | None = None,
-               params: dict[str, str] | None = None) -> httpx.Response:
+    def upload(
+        self, data: bytes, name: str, password: str | None = None, params: dict[str, str] | None = None
+    ) -> httpx.Response:
         headers = {**self.headers, "Content-Type": "application/pdf"}
         if password:
             headers["X-Document-Password"] = password
-        return httpx.post(f"{self.url}/v1/documents", params={"name": name, **(params or {})}, content=data,
-                          headers=headers, timeout=180)
+        return httpx.post(
+            f"{self.url}/v1/documents",
+            params={"name": name, **(params or {})},
+            content=data,
+            headers=headers,
+            timeout=180,
+        )
 
     def ask(self, doc_id: str, body: dict[str, Any], params: dict[str, str] | None = None) -> httpx.Response:
-        return httpx.post(f"{self.url}/v1/documents/{doc_id}/ask", json=body, params=params, headers=self.headers,
-                          timeout=60)
+        return httpx.post(
+            f"{self.url}/v1/documents/{doc_id}/ask", json=body, params=params, headers=self.headers, timeout=60
+        )
 
 
 # -- files ---------------------------------------------------------------------------------------------------
@@ -246,8 +275,11 @@ def unique_pdf(phrase: str) -> bytes:
 def files_with_content(folder: Path) -> set[str]:
     if not folder.is_dir():
         return set()
-    return {str(p.relative_to(folder)) for p in folder.rglob("*")
-            if p.is_file() and not p.is_symlink() and p.stat().st_size > 0}
+    return {
+        str(p.relative_to(folder))
+        for p in folder.rglob("*")
+        if p.is_file() and not p.is_symlink() and p.stat().st_size > 0
+    }
 
 
 def stored_documents(home: Path) -> set[str]:
@@ -281,11 +313,15 @@ def load_session(client: httpx.Client, base: str) -> str:
     config = client.get(f"{base}/config", timeout=10).json()
     load = next(d for d in config["dependencies"] if any(t[1] == "load" for t in d.get("targets", [])))
     session = secrets.token_hex(6)
-    joined = client.post(f"{base}/gradio_api/queue/join", timeout=10, json={
-        "data": [], "fn_index": load["id"], "session_hash": session, "event_data": None, "trigger_id": None})
+    joined = client.post(
+        f"{base}/gradio_api/queue/join",
+        timeout=10,
+        json={"data": [], "fn_index": load["id"], "session_hash": session, "event_data": None, "trigger_id": None},
+    )
     joined.raise_for_status()
-    with client.stream("GET", f"{base}/gradio_api/queue/data", params={"session_hash": session},
-                       timeout=CALL_TIMEOUT_S) as stream:
+    with client.stream(
+        "GET", f"{base}/gradio_api/queue/data", params={"session_hash": session}, timeout=CALL_TIMEOUT_S
+    ) as stream:
         for line in stream.iter_lines():
             if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_completed":
                 output = json.loads(line[5:]).get("output", {})
@@ -295,11 +331,14 @@ def load_session(client: httpx.Client, base: str) -> str:
     raise RuntimeError("the page-load event did not complete")
 
 
-def call_ingest(client: httpx.Client, base: str, path: str, matter: str | None,
-                session: str | None = None) -> tuple[str, Any]:
+def call_ingest(
+    client: httpx.Client, base: str, path: str, matter: str | None, session: str | None = None
+) -> tuple[str, Any]:
     """Calls the workbench's ingest endpoint naming `path` as the uploaded file (files, password, matter)."""
-    payload = {"data": [[{"path": path, "orig_name": "contract.pdf", "meta": {"_type": "gradio.FileData"}}], "",
-                        matter], "session_hash": session}
+    payload = {
+        "data": [[{"path": path, "orig_name": "contract.pdf", "meta": {"_type": "gradio.FileData"}}], "", matter],
+        "session_hash": session,
+    }
     response = client.post(f"{base}/gradio_api/call/ingest", json=payload, timeout=10)
     if response.status_code != 200:
         return f"http_{response.status_code}", response.text[:200]
@@ -336,20 +375,25 @@ def probe_workbench(server: Server, keys: dict[str, str], uploads: Path, tmp: Pa
         rec.as_expected = kind in ("http_401", "http_403")
         rec.observation = f"no login: refused before any handler ({str(data)[:80]})"
 
-    record("1", threat, "POST /ui/gradio_api/call/ingest naming /etc/passwd, no login",
-           expected="401/403", run=anonymous)
+    record(
+        "1", threat, "POST /ui/gradio_api/call/ingest naming /etc/passwd, no login", expected="401/403", run=anonymous
+    )
 
     def anonymous_upload(rec: Probe) -> None:
         before = files_with_content(uploads)
-        response = httpx.post(f"{base}/gradio_api/upload", files={"files": ("x.pdf", SAMPLE.read_bytes())},
-                              timeout=30)
+        response = httpx.post(f"{base}/gradio_api/upload", files={"files": ("x.pdf", SAMPLE.read_bytes())}, timeout=30)
         gained = files_with_content(uploads) - before
         rec.outcome = f"{response.status_code}"
         rec.as_expected = response.status_code in (401, 403) and not gained
         rec.observation = f"Gradio's cache gained {len(gained)} file(s) (an anonymous client cannot fill its disk)"
 
-    record("1", threat, "POST /ui/gradio_api/upload (a PDF into Gradio's cache), no login", expected="401/403",
-           run=anonymous_upload)
+    record(
+        "1",
+        threat,
+        "POST /ui/gradio_api/upload (a PDF into Gradio's cache), no login",
+        expected="401/403",
+        run=anonymous_upload,
+    )
 
     client = httpx.Client()
 
@@ -358,11 +402,18 @@ def probe_workbench(server: Server, keys: dict[str, str], uploads: Path, tmp: Pa
         right = client.post(f"{base}/login", data={"username": "alice", "password": keys["alice"]}, timeout=10)
         rec.outcome = f"{right.status_code}"
         rec.as_expected = right.status_code == 200 and wrong.status_code in (400, 401) and bool(client.cookies)
-        rec.observation = (f"alice's key logs alice in (cookie set: {bool(client.cookies)}); the same key as "
-                           f"user bob gets {wrong.status_code}")
+        rec.observation = (
+            f"alice's key logs alice in (cookie set: {bool(client.cookies)}); the same key as "
+            f"user bob gets {wrong.status_code}"
+        )
 
-    record("1", threat, "POST /ui/login username=alice password=<alice's API key>",
-           expected="200 + session cookie; another user's name with the key refused", run=login)
+    record(
+        "1",
+        threat,
+        "POST /ui/login username=alice password=<alice's API key>",
+        expected="200 + session cookie; another user's name with the key refused",
+        run=login,
+    )
     session = load_session(client, base)
     # A PDF inside Gradio's upload folder that its upload route never stored: Gradio's own check passes it,
     # the workbench's handler must refuse it.
@@ -378,6 +429,7 @@ def probe_workbench(server: Server, keys: dict[str, str], uploads: Path, tmp: Pa
         ("a PDF planted inside Gradio's upload folder (not stored by its upload route)", str(planted)),
     ]
     for label, path in cases:
+
         def attack(rec: Probe, path: str = path) -> None:
             before_docs, before_cache = stored_documents(server.home), files_with_content(uploads)
             listed_before = Api(server, keys["alice"]).get("/v1/documents").json()["documents"]
@@ -396,37 +448,66 @@ def probe_workbench(server: Server, keys: dict[str, str], uploads: Path, tmp: Pa
                 message = f"Gradio's upload-folder check (server log): {by_gradio.group(0)[:160]}"
             elif kind == "complete":
                 message = f"the workbench's handler: {message}"
-            refused = (kind == "complete" and "dp-ok" not in (data[0] if data else "")) or kind == "error" \
+            refused = (
+                (kind == "complete" and "dp-ok" not in (data[0] if data else ""))
+                or kind == "error"
                 or kind.startswith("http_4")
+            )
             rec.outcome = f"refused ({kind})" if refused else f"ACCEPTED ({kind})"
-            rec.as_expected = (refused and not gained_docs and not gained_cache and len(listed_after) ==
-                               len(listed_before) and rec.seconds < CALL_TIMEOUT_S and server.alive())
-            rec.observation = (f"\"{message[:150]}\"; store gained {len(gained_docs)} document(s), Gradio's cache "
-                               f"gained {len(gained_cache)} file(s); server alive: {server.alive()}")
-            rec.details = {"path": path, "event": kind, "message": message, "gained_documents": sorted(gained_docs),
-                           "gained_cache_files": sorted(gained_cache)}
+            rec.as_expected = (
+                refused
+                and not gained_docs
+                and not gained_cache
+                and len(listed_after) == len(listed_before)
+                and rec.seconds < CALL_TIMEOUT_S
+                and server.alive()
+            )
+            rec.observation = (
+                f'"{message[:150]}"; store gained {len(gained_docs)} document(s), Gradio\'s cache '
+                f"gained {len(gained_cache)} file(s); server alive: {server.alive()}"
+            )
+            rec.details = {
+                "path": path,
+                "event": kind,
+                "message": message,
+                "gained_documents": sorted(gained_docs),
+                "gained_cache_files": sorted(gained_cache),
+            }
 
-        record("1", threat, f"logged in as alice (session loaded, matter deal-x), call/ingest naming {label}",
-               expected="refused at once; no document stored; nothing copied into Gradio's cache", run=attack)
+        record(
+            "1",
+            threat,
+            f"logged in as alice (session loaded, matter deal-x), call/ingest naming {label}",
+            expected="refused at once; no document stored; nothing copied into Gradio's cache",
+            run=attack,
+        )
 
     def file_route(rec: Probe) -> None:
         results = {}
-        for label, path in (("/etc/passwd", "/etc/passwd"), ("<home>/access/keys.json",
-                                                              str(server.home / "access" / "keys.json"))):
+        for label, path in (
+            ("/etc/passwd", "/etc/passwd"),
+            ("<home>/access/keys.json", str(server.home / "access" / "keys.json")),
+        ):
             response = client.get(f"{base}/gradio_api/file={path}", timeout=10)
             results[label] = (response.status_code, "root:" in response.text or "sha256" in response.text)
         rec.outcome = ", ".join(f"{k}: {v[0]}" for k, v in results.items())
         rec.as_expected = all(code in (403, 404) and not leaked for code, leaked in results.values())
         rec.observation = "no file content returned" if rec.as_expected else f"CONTENT LEAKED: {results}"
 
-    record("1", threat, "logged in, GET /ui/gradio_api/file=/etc/passwd and =<home>/access/keys.json",
-           expected="403/404, no content", run=file_route)
+    record(
+        "1",
+        threat,
+        "logged in, GET /ui/gradio_api/file=/etc/passwd and =<home>/access/keys.json",
+        expected="403/404, no content",
+        run=file_route,
+    )
 
     def control(rec: Probe) -> None:
         before_docs = stored_documents(server.home)
         with SAMPLE.open("rb") as handle:
-            up = client.post(f"{base}/gradio_api/upload", files={"files": ("workbench-control.pdf", handle)},
-                             timeout=30)
+            up = client.post(
+                f"{base}/gradio_api/upload", files={"files": ("workbench-control.pdf", handle)}, timeout=30
+            )
         if up.status_code != 200:
             rec.outcome = f"upload {up.status_code}"
             rec.as_expected = False
@@ -439,12 +520,19 @@ def probe_workbench(server: Server, keys: dict[str, str], uploads: Path, tmp: Pa
         rec.outcome = "ingested" if ingested else f"not ingested ({kind})"
         copy_left = Path(path).exists()
         rec.as_expected = ingested and not copy_left
-        rec.observation = (f"a real upload through Gradio's upload route is ingested (\"{message[:80]}\"); "
-                           f"Gradio's copy left afterwards: {copy_left}; store documents "
-                           f"{len(before_docs)} -> {len(stored_documents(server.home))}")
+        rec.observation = (
+            f'a real upload through Gradio\'s upload route is ingested ("{message[:80]}"); '
+            f"Gradio's copy left afterwards: {copy_left}; store documents "
+            f"{len(before_docs)} -> {len(stored_documents(server.home))}"
+        )
 
-    record("1", threat, "control: logged in, POST /ui/gradio_api/upload the sample, then call/ingest naming it",
-           expected="ingested (the refusals above come from the path check, not broken routing)", run=control)
+    record(
+        "1",
+        threat,
+        "control: logged in, POST /ui/gradio_api/upload the sample, then call/ingest naming it",
+        expected="ingested (the refusals above come from the path check, not broken routing)",
+        run=control,
+    )
     shutil.rmtree(planted.parent, ignore_errors=True)  # this script's plant, not the server's: out of probe 4
     client.close()
 
@@ -500,13 +588,22 @@ def probe_isolation(server: Server, keys: dict[str, str], state: dict[str, Any])
         listed = bob.get("/v1/documents").json()["documents"]
         names = [(d["name"], d["added_by"]) for d in listed]
         rec.outcome = f"{mine.status_code}; listing {names}"
-        rec.as_expected = (mine.status_code == 200 and mine.json()["id"] == doc_id
-                           and mine.json().get("name", "contract.pdf") == "contract.pdf"
-                           and names == [("contract.pdf", "bob")] and "Falcon" not in json.dumps(listed))
+        rec.as_expected = (
+            mine.status_code == 200
+            and mine.json()["id"] == doc_id
+            and mine.json().get("name", "contract.pdf") == "contract.pdf"
+            and names == [("contract.pdf", "bob")]
+            and "Falcon" not in json.dumps(listed)
+        )
         rec.observation = "same SHA-256 as alice's document, shown under bob's own name only"
 
-    record("2", threat, "bob uploads the same bytes as contract.pdf, then GET /v1/documents",
-           expected="his name, added_by bob, not 'Falcon MSA (privileged).pdf'", run=same_bytes)
+    record(
+        "2",
+        threat,
+        "bob uploads the same bytes as contract.pdf, then GET /v1/documents",
+        expected="his name, added_by bob, not 'Falcon MSA (privileged).pdf'",
+        run=same_bytes,
+    )
 
     def cache_not_shared(rec: Probe) -> None:
         theirs = bob.ask(doc_id, {"question": QUESTION}).json()["answers"][0]
@@ -515,16 +612,29 @@ def probe_isolation(server: Server, keys: dict[str, str], state: dict[str, Any])
             gap = f"{float(theirs['created']) - float(first['created']):+.3f} s"
         except (KeyError, TypeError, ValueError):
             gap = "?"
-        rec.outcome = f"created differ ({gap}: bob's minus alice's)" if theirs.get("created") != first.get(
-            "created") else "SAME created time"
+        rec.outcome = (
+            f"created differ ({gap}: bob's minus alice's)"
+            if theirs.get("created") != first.get("created")
+            else "SAME created time"
+        )
         rec.as_expected = theirs.get("created") != first.get("created") and "Falcon" not in json.dumps(theirs)
-        rec.observation = ("bob's answer is computed for his matter, not alice's cached answer with her time"
-                           if rec.as_expected else "BOB GOT ALICE'S CACHED ANSWER")
-        rec.details = {"bob": {k: theirs.get(k) for k in ("created", "cached")},
-                       "alice": {k: first.get(k) for k in ("created", "cached")}}
+        rec.observation = (
+            "bob's answer is computed for his matter, not alice's cached answer with her time"
+            if rec.as_expected
+            else "BOB GOT ALICE'S CACHED ANSWER"
+        )
+        rec.details = {
+            "bob": {k: theirs.get(k) for k in ("created", "cached")},
+            "alice": {k: first.get(k) for k in ("created", "cached")},
+        }
 
-    record("2", threat, "bob asks the same question about his copy; compare 'created' with alice's answer",
-           expected="different created times (answer cache not shared across matters)", run=cache_not_shared)
+    record(
+        "2",
+        threat,
+        "bob asks the same question about his copy; compare 'created' with alice's answer",
+        expected="different created times (answer cache not shared across matters)",
+        run=cache_not_shared,
+    )
 
 
 # -- probe 3: encrypted PDFs -------------------------------------------------------------------------------
@@ -532,8 +642,13 @@ def probe_encrypted(server: Server, keys: dict[str, str], state: dict[str, Any])
     alice, carol = Api(server, keys["alice"]), Api(server, keys["carol"])
     threat = "encrypted PDF text"
     if not ENCRYPTED.is_file():
-        record("3", threat, "upload the encrypted PDF", expected="-",
-               run=lambda rec: setattr(rec, "outcome", f"skipped: {ENCRYPTED} missing"))
+        record(
+            "3",
+            threat,
+            "upload the encrypted PDF",
+            expected="-",
+            run=lambda rec: setattr(rec, "outcome", f"skipped: {ENCRYPTED} missing"),
+        )
         return
     data = ENCRYPTED.read_bytes()
     holder: dict[str, Any] = {}
@@ -545,13 +660,24 @@ def probe_encrypted(server: Server, keys: dict[str, str], state: dict[str, Any])
         asked = alice.ask(up.json()["id"], {"question": "Who are the parties?"})
         holder["answer"] = asked.json()["answers"][0]
         rec.outcome = f"upload {status(up)} (encrypted={up.json().get('encrypted')}); ask {status(asked)}"
-        rec.as_expected = (up.status_code == 200 and up.json().get("encrypted") is True and asked.status_code == 200
-                           and no_password.status_code == 422)
-        rec.observation = (f"without the password the upload gets {status(no_password)}; with it, alice's key is "
-                           "granted the text and her ask needs no password")
+        rec.as_expected = (
+            up.status_code == 200
+            and up.json().get("encrypted") is True
+            and asked.status_code == 200
+            and no_password.status_code == 422
+        )
+        rec.observation = (
+            f"without the password the upload gets {status(no_password)}; with it, alice's key is "
+            "granted the text and her ask needs no password"
+        )
 
-    record("3", threat, "alice POST /v1/documents (X-Document-Password), then asks",
-           expected="200 encrypted=true; ask 200", run=alice_uploads)
+    record(
+        "3",
+        threat,
+        "alice POST /v1/documents (X-Document-Password), then asks",
+        expected="200 encrypted=true; ask 200",
+        run=alice_uploads,
+    )
     if "answer" not in holder:
         return
     state["encrypted_id"] = holder["doc"]["id"]
@@ -561,16 +687,25 @@ def probe_encrypted(server: Server, keys: dict[str, str], state: dict[str, Any])
         ("a wrong password", {"X-Document-Password": "guess"}, 403),
         ("the right password", {"X-Document-Password": ENCRYPTED_PASSWORD}, 200),
     ):
+
         def carol_reads(rec: Probe, headers: dict[str, str] = headers, want: int = want) -> None:
             response = carol.get(f"/v1/answers/{answer_id}", headers=headers)
             rec.outcome = status(response)
             rec.as_expected = response.status_code == want
             text = response.json().get("text", "") if response.status_code == 200 else ""
-            rec.observation = (f"answer returned ({len(text)} characters of text)" if response.status_code == 200
-                               else f"no answer text in the reply ({response.json().get('error', {}).get('message', '')[:90]})")
+            rec.observation = (
+                f"answer returned ({len(text)} characters of text)"
+                if response.status_code == 200
+                else f"no answer text in the reply ({response.json().get('error', {}).get('message', '')[:90]})"
+            )
 
-        record("3", threat, f"carol (deal-x:read) GET /v1/answers/<alice's answer> with {label}",
-               expected=str(want), run=carol_reads)
+        record(
+            "3",
+            threat,
+            f"carol (deal-x:read) GET /v1/answers/<alice's answer> with {label}",
+            expected=str(want),
+            run=carol_reads,
+        )
 
     def carol_asks(rec: Probe) -> None:
         response = carol.ask(holder["doc"]["id"], {"question": "Who are the parties?"})
@@ -578,8 +713,7 @@ def probe_encrypted(server: Server, keys: dict[str, str], state: dict[str, Any])
         rec.as_expected = response.status_code == 422
         rec.observation = "a new question about the encrypted PDF needs its password too"
 
-    record("3", threat, "carol POST /v1/documents/<encrypted id>/ask without password", expected="422",
-           run=carol_asks)
+    record("3", threat, "carol POST /v1/documents/<encrypted id>/ask without password", expected="422", run=carol_asks)
 
 
 # -- probe 4: at rest --------------------------------------------------------------------------------------
@@ -598,47 +732,69 @@ def probe_at_rest(server: Server, state: dict[str, Any], uploads: Path) -> None:
             named[f"docs/<id>/{p.name}"] = mode(p)
         for p in sorted(home.rglob("*.sqlite*")):
             named[str(p.relative_to(home))] = mode(p)
-        serve_files = sorted(p for p in (home / "serve").rglob("*") if p.is_file()) if (home / "serve").is_dir() \
-            else []
+        serve_files = sorted(p for p in (home / "serve").rglob("*") if p.is_file()) if (home / "serve").is_dir() else []
         named["serve/"] = mode(home / "serve")
         named[f"serve/ answer and report files ({len(serve_files)})"] = ",".join(sorted({mode(p) for p in serve_files}))
         named["audit/access.log"] = mode(home / "audit" / "access.log")
         named["access/keys.json"] = mode(home / "access" / "keys.json")
         named["Gradio cache (GRADIO_TEMP_DIR)"] = mode(uploads)
+
         # Everything under the home (and Gradio's cache) that group or others may read, write or enter.
         def open_paths(root: Path, label: str) -> list[tuple[str, bool]]:
             if not root.exists():
                 return []
-            return [(f"{label}{p.relative_to(root)} {mode(p)}" + (" (empty)" if p.is_file() and not
-                     p.stat().st_size else ""), p.is_dir() or p.stat().st_size > 0)
-                    for p in [root, *root.rglob("*")] if not p.is_symlink() and stat.S_IMODE(p.stat().st_mode) & 0o077]
+            return [
+                (
+                    f"{label}{p.relative_to(root)} {mode(p)}"
+                    + (" (empty)" if p.is_file() and not p.stat().st_size else ""),
+                    p.is_dir() or p.stat().st_size > 0,
+                )
+                for p in [root, *root.rglob("*")]
+                if not p.is_symlink() and stat.S_IMODE(p.stat().st_mode) & 0o077
+            ]
 
         loose = open_paths(home, "") + open_paths(uploads, "gradio:")
         serious = [name for name, has_content in loose if has_content]
         total = sum(1 for _ in home.rglob("*")) + (sum(1 for _ in uploads.rglob("*")) if uploads.exists() else 0)
-        rec.outcome = (f"{len(serious)} of {total} paths with content or folders open to group/others"
-                       + (f"; {len(loose) - len(serious)} empty file(s): "
-                          + ", ".join(n for n, c in loose if not c) if len(loose) > len(serious) else ""))
+        rec.outcome = f"{len(serious)} of {total} paths with content or folders open to group/others" + (
+            f"; {len(loose) - len(serious)} empty file(s): " + ", ".join(n for n, c in loose if not c)
+            if len(loose) > len(serious)
+            else ""
+        )
         rec.as_expected = not serious
         rec.observation = "; ".join(f"{k} {v}" for k, v in named.items())
-        rec.details = {"modes": named, "group_or_other_access": [n for n, _ in loose][:50],
-                       "gradio_dir_created_by": state.get("gradio_dir_created_by")}
+        rec.details = {
+            "modes": named,
+            "group_or_other_access": [n for n, _ in loose][:50],
+            "gradio_dir_created_by": state.get("gradio_dir_created_by"),
+        }
 
-    record("4", threat, "stat every path under the home (and Gradio's cache)",
-           expected="folders 0700, files 0600, nothing for group/others", run=modes)
+    record(
+        "4",
+        threat,
+        "stat every path under the home (and Gradio's cache)",
+        expected="folders 0700, files 0600, nothing for group/others",
+        run=modes,
+    )
 
     def encrypted_plaintext(rec: Probe) -> None:
         hits = files_mentioning([home], [ENCRYPTED_PHRASE])
         rec.outcome = f"phrase of the encrypted PDF in {len(hits)} file(s)"
         rec.as_expected = True  # documented: text is kept in plain 0600 files; use an encrypted volume
-        rec.observation = ("documented limitation (README Limitations): derived text of an encrypted PDF is stored "
-                           "unencrypted, 0600, gated by the API only; files: "
-                           + ", ".join(str(Path(h).relative_to(home)) for h in hits[:6]))
+        rec.observation = (
+            "documented limitation (README Limitations): derived text of an encrypted PDF is stored "
+            "unencrypted, 0600, gated by the API only; files: "
+            + ", ".join(str(Path(h).relative_to(home)) for h in hits[:6])
+        )
         rec.details = {"files": [str(Path(h).relative_to(home)) for h in hits]}
 
-    record("4", threat, "grep the home for the encrypted PDF's text",
-           expected="present in 0600 files (documented: put the store on an encrypted volume)",
-           run=encrypted_plaintext)
+    record(
+        "4",
+        threat,
+        "grep the home for the encrypted PDF's text",
+        expected="present in 0600 files (documented: put the store on an encrypted volume)",
+        run=encrypted_plaintext,
+    )
 
 
 # -- probe 5: deletion -------------------------------------------------------------------------------------
@@ -653,8 +809,12 @@ def probe_delete_document(server: Server, keys: dict[str, str], uploads: Path) -
         up.raise_for_status()
         doc_id = up.json()["id"]
         answer = alice.ask(doc_id, {"question": "Which law governs this agreement?"}).json()["answers"][0]
-        report = httpx.post(f"{alice.url}/v1/documents/{doc_id}/analyze", headers=alice.headers, timeout=120,
-                            json={"categories": ["Governing Law"], "mode": "no_think"})
+        report = httpx.post(
+            f"{alice.url}/v1/documents/{doc_id}/analyze",
+            headers=alice.headers,
+            timeout=120,
+            json={"categories": ["Governing Law"], "mode": "no_think"},
+        )
         needles = [doc_id.encode(), f"Quillfeather{MARK}".encode()]
         folders = [server.home, uploads]
         before = files_mentioning(folders, needles)
@@ -667,15 +827,27 @@ def probe_delete_document(server: Server, keys: dict[str, str], uploads: Path) -
         read_again = alice.get(f"/v1/answers/{answer['id']}")
         rec.outcome = f"{status(gone)} {gone.json() if gone.status_code == 200 else ''}".strip()
         rec.as_expected = gone.status_code == 200 and not left and read_again.status_code == 404 and bool(before)
-        rec.observation = (f"files naming the id or holding the phrase: {len(before)} before (analyze "
-                           f"{report.status_code}), {len(left)} after outside audit/ "
-                           f"({len(audit)} in audit/access.log: the append-only log keeps the id by design); "
-                           f"the answer id then gets {read_again.status_code}")
-        rec.details = {"before": [str(Path(h).relative_to(server.home)) if str(h).startswith(str(server.home))
-                                  else h for h in before], "left": left, "audit": audit}
+        rec.observation = (
+            f"files naming the id or holding the phrase: {len(before)} before (analyze "
+            f"{report.status_code}), {len(left)} after outside audit/ "
+            f"({len(audit)} in audit/access.log: the append-only log keeps the id by design); "
+            f"the answer id then gets {read_again.status_code}"
+        )
+        rec.details = {
+            "before": [
+                str(Path(h).relative_to(server.home)) if str(h).startswith(str(server.home)) else h for h in before
+            ],
+            "left": left,
+            "audit": audit,
+        }
 
-    record("5", threat, "alice DELETE /v1/documents/{id} (a PDF only she holds, asked and analysed)",
-           expected="200; nothing of it left in the store, caches or Gradio's folder (audit log aside)", run=delete)
+    record(
+        "5",
+        threat,
+        "alice DELETE /v1/documents/{id} (a PDF only she holds, asked and analysed)",
+        expected="200; nothing of it left in the store, caches or Gradio's folder (audit log aside)",
+        run=delete,
+    )
 
     def write_key_deletes_matter(rec: Probe) -> None:
         response = alice.delete("/v1/matters/deal-x")
@@ -683,8 +855,7 @@ def probe_delete_document(server: Server, keys: dict[str, str], uploads: Path) -
         rec.as_expected = response.status_code == 403
         rec.observation = "deleting a matter needs the admin role"
 
-    record("5", threat, "alice (deal-x:write) DELETE /v1/matters/deal-x", expected="403",
-           run=write_key_deletes_matter)
+    record("5", threat, "alice (deal-x:write) DELETE /v1/matters/deal-x", expected="403", run=write_key_deletes_matter)
 
 
 def probe_delete_matter(server: Server, keys: dict[str, str], state: dict[str, Any]) -> None:
@@ -698,14 +869,21 @@ def probe_delete_matter(server: Server, keys: dict[str, str], state: dict[str, A
         enc = state.get("encrypted_id")
         enc_left = files_mentioning([server.home / "docs"], [enc.encode()]) if enc else []
         rec.outcome = f"{status(response)} {response.json() if response.status_code == 200 else ''}".strip()
-        rec.as_expected = (response.status_code == 200 and after.status_code == 200
-                           and after.json()["documents"] == [] and not enc_left)
-        rec.observation = (f"deal-x held {len(before)} documents, then {len(after.json().get('documents', []))}; "
-                           f"the encrypted PDF (only in deal-x) left in docs/: {len(enc_left)} files; the sample "
-                           "stays in the store for bob's deal-y")
+        rec.as_expected = (
+            response.status_code == 200
+            and after.status_code == 200
+            and after.json()["documents"] == []
+            and not enc_left
+        )
+        rec.observation = (
+            f"deal-x held {len(before)} documents, then {len(after.json().get('documents', []))}; "
+            f"the encrypted PDF (only in deal-x) left in docs/: {len(enc_left)} files; the sample "
+            "stays in the store for bob's deal-y"
+        )
 
-    record("5", "no deletion", "dana (deal-x:admin) DELETE /v1/matters/deal-x", expected="200, matter emptied",
-           run=delete)
+    record(
+        "5", "no deletion", "dana (deal-x:admin) DELETE /v1/matters/deal-x", expected="200, matter emptied", run=delete
+    )
 
 
 # -- probe 6: exhaustion -----------------------------------------------------------------------------------
@@ -735,9 +913,11 @@ def probe_exhaustion(server: Server, keys: dict[str, str]) -> None:
         bound = 120
         with connect(server) as sock:
             started = time.monotonic()
-            sock.sendall(f"POST /v1/documents?name=t.pdf HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
-                         f"Authorization: Bearer {key}\r\nContent-Type: application/pdf\r\n"
-                         "Content-Length: 1048576\r\n\r\n%PDF-1.4\n".encode())
+            sock.sendall(
+                f"POST /v1/documents?name=t.pdf HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                f"Authorization: Bearer {key}\r\nContent-Type: application/pdf\r\n"
+                "Content-Length: 1048576\r\n\r\n%PDF-1.4\n".encode()
+            )
             sock.settimeout(2)
             reply, sent = b"", 0
             while time.monotonic() - started < bound:
@@ -759,11 +939,18 @@ def probe_exhaustion(server: Server, keys: dict[str, str]) -> None:
         with contextlib.suppress(ValueError, IndexError):
             kind = json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]["type"]
         rec.as_expected = rec.outcome.startswith("HTTP/1.1 408") and rec.seconds < bound
-        rec.observation = (f"{kind or 'no error body'}: cut after {sent // 1024} KB in {rec.seconds:g} s "
-                           "(defaults: 30 s grace, then at least 16 KB/s; the CLI does not expose these)")
+        rec.observation = (
+            f"{kind or 'no error body'}: cut after {sent // 1024} KB in {rec.seconds:g} s "
+            "(defaults: 30 s grace, then at least 16 KB/s; the CLI does not expose these)"
+        )
 
-    record("6", threat, "POST /v1/documents (alice's key), Content-Length 1 MB, body trickled at 1 KB per 2 s",
-           expected="408 body_timeout after ~30 s", run=trickle)
+    record(
+        "6",
+        threat,
+        "POST /v1/documents (alice's key), Content-Length 1 MB, body trickled at 1 KB per 2 s",
+        expected="408 body_timeout after ~30 s",
+        run=trickle,
+    )
 
     def half_header(rec: Probe) -> None:
         with connect(server) as sock:
@@ -775,8 +962,13 @@ def probe_exhaustion(server: Server, keys: dict[str, str]) -> None:
         rec.as_expected = rec.outcome.startswith("HTTP/1.1 408") and b"header_timeout" in reply
         rec.observation = f"closed after {rec.seconds:g} s (header deadline, ServeOptions.header_timeout_s=10)"
 
-    record("6", threat, "half a request head, then nothing", expected="408 header_timeout, closed after ~10 s",
-           run=half_header)
+    record(
+        "6",
+        threat,
+        "half a request head, then nothing",
+        expected="408 header_timeout, closed after ~10 s",
+        run=half_header,
+    )
 
     def idle_flood(rec: Probe) -> None:
         socks: list[socket.socket] = []
@@ -808,25 +1000,34 @@ def probe_exhaustion(server: Server, keys: dict[str, str]) -> None:
         last = max(t for t, _ in closed_at)
         rec.outcome = f"health while held: {during.status_code}; after they were cut: {after.status_code}"
         rec.as_expected = after.status_code == 200 and all(line.startswith("HTTP/1.1 408") for _, line in closed_at)
-        rec.observation = (f"{IDLE_CONNECTIONS} idle connections (half silent, half a partial head) over the "
-                           f"limit of 256: a new request {'is refused with 503' if during.status_code == 503 else f'gets {during.status_code}'} "
-                           f"while they are held (at {during_s} s); the server closed all of them by {last:.1f} s "
-                           f"({replies}); then /v1/health {after.status_code}")
+        rec.observation = (
+            f"{IDLE_CONNECTIONS} idle connections (half silent, half a partial head) over the "
+            f"limit of 256: a new request {'is refused with 503' if during.status_code == 503 else f'gets {during.status_code}'} "
+            f"while they are held (at {during_s} s); the server closed all of them by {last:.1f} s "
+            f"({replies}); then /v1/health {after.status_code}"
+        )
         rec.details = {"replies": replies, "last_closed_s": round(last, 2), "during_status": during.status_code}
 
-    record("6", threat, f"{IDLE_CONNECTIONS} idle half-open connections, then GET /v1/health",
-           expected="all closed by the header deadline (~10 s); health 200 afterwards (503 while over 256)",
-           run=idle_flood)
+    record(
+        "6",
+        threat,
+        f"{IDLE_CONNECTIONS} idle half-open connections, then GET /v1/health",
+        expected="all closed by the header deadline (~10 s); health 200 afterwards (503 while over 256)",
+        run=idle_flood,
+    )
 
     def wrong_type(rec: Probe) -> None:
-        response = httpx.post(f"{server.url}/v1/documents", content=SAMPLE.read_bytes(), timeout=30,
-                              headers={"Authorization": f"Bearer {key}", "Content-Type": "text/plain"})
+        response = httpx.post(
+            f"{server.url}/v1/documents",
+            content=SAMPLE.read_bytes(),
+            timeout=30,
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "text/plain"},
+        )
         rec.outcome = status(response)
         rec.as_expected = response.status_code == 415
         rec.observation = "refused before the body is read (a cross-site 'simple request' upload)"
 
-    record("6", threat, "POST /v1/documents Content-Type: text/plain (a PDF body)", expected="415",
-           run=wrong_type)
+    record("6", threat, "POST /v1/documents Content-Type: text/plain (a PDF body)", expected="415", run=wrong_type)
 
     def json_too_large(rec: Probe) -> None:
         body = json.dumps({"question": "x" * (1100 * 1024)}).encode()
@@ -836,15 +1037,16 @@ def probe_exhaustion(server: Server, keys: dict[str, str]) -> None:
 
         def chunks() -> Iterator[bytes]:
             for start in range(0, len(body), 65536):
-                yield body[start:start + 65536]
+                yield body[start : start + 65536]
 
         streamed = httpx.post(url, content=chunks(), headers=headers, timeout=30)  # chunked, no Content-Length
         rec.outcome = f"{status(declared)} (Content-Length); {status(streamed)} (chunked)"
         rec.as_expected = declared.status_code == 413 and streamed.status_code == 413
         rec.observation = "1.1 MB JSON over the 1024 KB default (--max-json-kb)"
 
-    record("6", threat, "POST .../ask with a 1.1 MB JSON body, declared and chunked", expected="413",
-           run=json_too_large)
+    record(
+        "6", threat, "POST .../ask with a 1.1 MB JSON body, declared and chunked", expected="413", run=json_too_large
+    )
 
 
 # -- probe 7: defaults -------------------------------------------------------------------------------------
@@ -854,10 +1056,25 @@ def probe_exposed_bind(tmp: Path) -> None:
 
     def bind(rec: Probe) -> None:
         port = free_port()
-        command = [sys.executable, "-m", "docpipe", "serve", "--preset", "test", "--home", str(home), "--host",
-                   "0.0.0.0", "--port", str(port), "--engine", "echo"]
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=server_env(),
-                                   start_new_session=True)
+        command = [
+            sys.executable,
+            "-m",
+            "docpipe",
+            "serve",
+            "--preset",
+            "test",
+            "--home",
+            str(home),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(port),
+            "--engine",
+            "echo",
+        ]
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=server_env(), start_new_session=True
+        )
         started = time.monotonic()
         try:
             _out, err = process.communicate(timeout=60)
@@ -867,7 +1084,7 @@ def probe_exposed_bind(tmp: Path) -> None:
             rec.as_expected = process.returncode != 0 and any("refusing" in line for line in lines)
             first = lines[0] if lines else "(no stderr)"
             refusal = next((line for line in lines if "refusing" in line), first)
-            rec.observation = f"stderr: \"{first[:220]}\"" + (f" / \"{refusal[:220]}\"" if refusal != first else "")
+            rec.observation = f'stderr: "{first[:220]}"' + (f' / "{refusal[:220]}"' if refusal != first else "")
         except subprocess.TimeoutExpired:
             rec.outcome = "STILL RUNNING after 60 s (killed)"
             rec.as_expected = False
@@ -877,8 +1094,13 @@ def probe_exposed_bind(tmp: Path) -> None:
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=10)
 
-    record("7", "defaults", "docpipe serve --host 0.0.0.0 in a home without keys (no token, workbench on)",
-           expected="refuses to start (exit != 0, says why)", run=bind)
+    record(
+        "7",
+        "defaults",
+        "docpipe serve --host 0.0.0.0 in a home without keys (no token, workbench on)",
+        expected="refuses to start (exit != 0, says why)",
+        run=bind,
+    )
 
 
 def probe_defaults(server: Server, keys: dict[str, str], tokenless: Server | None, metrics_token: str) -> None:
@@ -900,22 +1122,36 @@ def probe_defaults(server: Server, keys: dict[str, str], tokenless: Server | Non
 
     def cross_site(rec: Probe) -> None:
         files = {"file": ("x.pdf", SAMPLE.read_bytes(), "application/pdf")}
-        keyed = httpx.post(f"{server.url}/v1/documents", files=files, timeout=30,
-                           headers={"Origin": "https://evil.example", "Authorization": f"Bearer {key}"})
+        keyed = httpx.post(
+            f"{server.url}/v1/documents",
+            files=files,
+            timeout=30,
+            headers={"Origin": "https://evil.example", "Authorization": f"Bearer {key}"},
+        )
         results = {"keyed server (with alice's key)": status(keyed)}
         if tokenless is not None:
-            bare = httpx.post(f"{tokenless.url}/v1/documents", files=files, timeout=30,
-                              headers={"Origin": "https://evil.example"})
-            plain = httpx.post(f"{tokenless.url}/v1/documents", content=SAMPLE.read_bytes(), timeout=30,
-                               headers={"Origin": "https://evil.example", "Content-Type": "text/plain"})
+            bare = httpx.post(
+                f"{tokenless.url}/v1/documents", files=files, timeout=30, headers={"Origin": "https://evil.example"}
+            )
+            plain = httpx.post(
+                f"{tokenless.url}/v1/documents",
+                content=SAMPLE.read_bytes(),
+                timeout=30,
+                headers={"Origin": "https://evil.example", "Content-Type": "text/plain"},
+            )
             results["token-less loopback server, multipart"] = status(bare)
             results["token-less, text/plain"] = status(plain)
         rec.outcome = "; ".join(f"{k}: {v}" for k, v in results.items())
         rec.as_expected = all(v.startswith(("403", "415")) for v in results.values())
         rec.observation = "a cross-site form post is refused before the body is read"
 
-    record("7", threat, "POST /v1/documents (multipart) with Origin: https://evil.example",
-           expected="403 cross_site (415 for text/plain)", run=cross_site)
+    record(
+        "7",
+        threat,
+        "POST /v1/documents (multipart) with Origin: https://evil.example",
+        expected="403 cross_site (415 for text/plain)",
+        run=cross_site,
+    )
 
     def metrics_loopback(rec: Probe) -> None:
         local = httpx.get(f"{server.url}/metrics", timeout=10)
@@ -925,11 +1161,18 @@ def probe_defaults(server: Server, keys: dict[str, str], tokenless: Server | Non
         rec.outcome = f"loopback: {local.status_code}; via a local proxy for 203.0.113.7: {status(proxied)}"
         rec.as_expected = local.status_code == 200 and proxied.status_code == 404 and not leaks
         wrong_pw = [line for line in local.text.splitlines() if "wrong_password" in line and not line.startswith("#")]
-        rec.observation = (f"Prometheus text, {len(families)} metric families (e.g. {', '.join(families[:4])}); "
-                           f"no file names or markers: {not leaks}; wrong_password series: {len(wrong_pw)}")
+        rec.observation = (
+            f"Prometheus text, {len(families)} metric families (e.g. {', '.join(families[:4])}); "
+            f"no file names or markers: {not leaks}; wrong_password series: {len(wrong_pw)}"
+        )
 
-    record("7", threat, "GET /metrics from loopback (no metrics token set)",
-           expected="200 to this machine only (404 for a proxied remote client)", run=metrics_loopback)
+    record(
+        "7",
+        threat,
+        "GET /metrics from loopback (no metrics token set)",
+        expected="200 to this machine only (404 for a proxied remote client)",
+        run=metrics_loopback,
+    )
 
     if tokenless is None:
         return
@@ -942,8 +1185,13 @@ def probe_defaults(server: Server, keys: dict[str, str], tokenless: Server | Non
         rec.as_expected = none.status_code == 401 and wrong.status_code == 401 and right.status_code == 200
         rec.observation = "server started with DOCPIPE_METRICS_TOKEN: /metrics needs it even from loopback"
 
-    record("7", threat, "GET /metrics on a server with DOCPIPE_METRICS_TOKEN, without / wrong / with the token",
-           expected="401 / 401 / 200", run=metrics_token_probe)
+    record(
+        "7",
+        threat,
+        "GET /metrics on a server with DOCPIPE_METRICS_TOKEN, without / wrong / with the token",
+        expected="401 / 401 / 200",
+        run=metrics_token_probe,
+    )
 
 
 # -- probe 8: faults, logs, revocation ---------------------------------------------------------------------
@@ -952,8 +1200,12 @@ def probe_faults(server: Server, keys: dict[str, str], state: dict[str, Any]) ->
     threat = "faults and leaks"
 
     def surrogate(rec: Probe) -> None:
-        response = httpx.post(f"{server.url}/v1/documents/{state['sample_id']}/ask", content=b'{"question": "\\ud800"}',
-                              headers={**alice.headers, "Content-Type": "application/json"}, timeout=30)
+        response = httpx.post(
+            f"{server.url}/v1/documents/{state['sample_id']}/ask",
+            content=b'{"question": "\\ud800"}',
+            headers={**alice.headers, "Content-Type": "application/json"},
+            timeout=30,
+        )
         rec.outcome = status(response)
         rec.as_expected = response.status_code == 400
         rec.observation = "lone surrogate in the question: a 400 saying what to fix, no 500"
@@ -978,45 +1230,78 @@ def probe_faults(server: Server, keys: dict[str, str], state: dict[str, Any]) ->
         rec.seconds = round(time.monotonic() - started, 3)
         rec.outcome = f"before: {before.status_code}; after revoke: {status(after)}"
         rec.as_expected = before.status_code == 200 and done.returncode == 0 and after.status_code == 401
-        rec.observation = f"`docpipe keys revoke` -> \"{done.stdout.strip()[:80]}\"; the running server applies it at once"
+        rec.observation = (
+            f'`docpipe keys revoke` -> "{done.stdout.strip()[:80]}"; the running server applies it at once'
+        )
 
-    record("8", threat, "docpipe keys revoke <carol's key id>, then carol GET /v1/documents",
-           expected="200 before, 401 after", run=revoke)
+    record(
+        "8",
+        threat,
+        "docpipe keys revoke <carol's key id>, then carol GET /v1/documents",
+        expected="200 before, 401 after",
+        run=revoke,
+    )
 
     def server_log(rec: Probe) -> None:
         log = server.log.read_text(errors="replace")
-        needles = {"question text": f"Kestrel{MARK}", "upload file name (API)": MARK_NAME,
-                   "upload file name (workbench)": "workbench-control", "query string": MARK_QUERY,
-                   "document id": marked_id or "-", "answer id": marked_answer or "-",
-                   "display name 'Falcon MSA'": "Falcon"}
+        needles = {
+            "question text": f"Kestrel{MARK}",
+            "upload file name (API)": MARK_NAME,
+            "upload file name (workbench)": "workbench-control",
+            "query string": MARK_QUERY,
+            "document id": marked_id or "-",
+            "answer id": marked_answer or "-",
+            "display name 'Falcon MSA'": "Falcon",
+        }
         found = [label for label, needle in needles.items() if needle and needle != "-" and needle in log]
         attacker = [path for path in ("/etc/passwd", "/dev/zero", str(SAMPLE)) if path in log]
         access_lines = [line for line in log.splitlines() if '"POST /v1/documents' in line]
         rec.outcome = f"{len(found)} leak(s) of user data" + (f": {', '.join(found)}" if found else "")
         rec.as_expected = not found and bool(access_lines) and state.get("marked") == (200, 200)
-        rec.observation = (f"{len(log.splitlines())} log lines (--log-level info); access lines look like "
-                           f"\"{access_lines[0].strip()[:70] if access_lines else '-'}\"; searched for: "
-                           + ", ".join(needles)
-                           + (f". The paths named in probe 1's refused calls do appear ({', '.join(attacker)}): "
-                              "Gradio logs its refusal with the attacker's path" if attacker else ""))
+        rec.observation = (
+            f"{len(log.splitlines())} log lines (--log-level info); access lines look like "
+            f'"{access_lines[0].strip()[:70] if access_lines else "-"}"; searched for: '
+            + ", ".join(needles)
+            + (
+                f". The paths named in probe 1's refused calls do appear ({', '.join(attacker)}): "
+                "Gradio logs its refusal with the attacker's path"
+                if attacker
+                else ""
+            )
+        )
         rec.details = {"found": found, "attacker_paths_in_log": attacker, "marked_requests": state.get("marked")}
 
-    record("8", threat, "search the server's stdout/stderr for question text, file names, query strings, ids",
-           expected="none of them (route templates only)", run=server_log)
+    record(
+        "8",
+        threat,
+        "search the server's stdout/stderr for question text, file names, query strings, ids",
+        expected="none of them (route templates only)",
+        run=server_log,
+    )
 
     def audit_log(rec: Probe) -> None:
         text = (server.home / "audit" / "access.log").read_text(errors="replace")
         verify = cli(server.home, "audit", "--verify")
-        leaks = [label for label, needle in (("question", f"Kestrel{MARK}"), ("file name", MARK_NAME),
-                                              ("'Falcon' name", "Falcon")) if needle in text]
+        leaks = [
+            label
+            for label, needle in (("question", f"Kestrel{MARK}"), ("file name", MARK_NAME), ("'Falcon' name", "Falcon"))
+            if needle in text
+        ]
         entries = [json.loads(line) for line in text.splitlines() if line.strip()]
         rec.outcome = f"verify exit {verify.returncode}: {verify.stdout.strip()[:80]}"
         rec.as_expected = verify.returncode == 0 and "intact" in verify.stdout and not leaks
-        rec.observation = (f"{len(entries)} entries (user, key_id, matter, document, action, questions_sha256, "
-                           f"outcome); question text or file names in it: {leaks or 'none'}")
+        rec.observation = (
+            f"{len(entries)} entries (user, key_id, matter, document, action, questions_sha256, "
+            f"outcome); question text or file names in it: {leaks or 'none'}"
+        )
 
-    record("8", threat, "docpipe audit --home HOME --verify; question text / names in audit/access.log",
-           expected="intact; hashes only", run=audit_log)
+    record(
+        "8",
+        threat,
+        "docpipe audit --home HOME --verify; question text / names in audit/access.log",
+        expected="intact; hashes only",
+        run=audit_log,
+    )
 
 
 # -- run ---------------------------------------------------------------------------------------------------
@@ -1029,8 +1314,14 @@ def markdown(records: list[Probe]) -> str:
     rows = ["| # | threat | request | outcome | s | observation |", "|---|---|---|---|---|---|"]
     for r in records:
         mark = "" if r.as_expected else " **(NOT AS EXPECTED)**"
-        cells = [r.probe, r.threat, r.request, r.outcome + mark, f"{r.seconds:.2f}" if r.seconds is not None else "",
-                 r.observation]
+        cells = [
+            r.probe,
+            r.threat,
+            r.request,
+            r.outcome + mark,
+            f"{r.seconds:.2f}" if r.seconds is not None else "",
+            r.observation,
+        ]
         rows.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join(rows)
 
@@ -1042,8 +1333,12 @@ def main() -> int:
     home, uploads, metrics_token = tmp / "home", tmp / "gradio", secrets.token_hex(16)
     home.mkdir()
     keys: dict[str, str] = {}
-    for user, grant in (("alice", "deal-x:write"), ("bob", "deal-y:write"), ("carol", "deal-x:read"),
-                        ("dana", "deal-x:admin")):
+    for user, grant in (
+        ("alice", "deal-x:write"),
+        ("bob", "deal-y:write"),
+        ("carol", "deal-x:read"),
+        ("dana", "deal-x:admin"),
+    ):
         keys[user], keys[f"{user}_id"] = new_key(home, user, grant)
     state: dict[str, Any] = {}
     alive = False
@@ -1054,12 +1349,18 @@ def main() -> int:
             step(*args)
         except Exception as exc:  # noqa: BLE001
             failure = exc
-            record("-", step.__name__, "set-up of the probe group", expected="no error",
-                   run=lambda rec, failure=failure: (_ for _ in ()).throw(failure))
+            record(
+                "-",
+                step.__name__,
+                "set-up of the probe group",
+                expected="no error",
+                run=lambda rec, failure=failure: (_ for _ in ()).throw(failure),
+            )
 
     try:
-        with serving(home, "--log-level", "info", env={"GRADIO_TEMP_DIR": str(uploads)},
-                     log=tmp / "serve.log") as server:
+        with serving(
+            home, "--log-level", "info", env={"GRADIO_TEMP_DIR": str(uploads)}, log=tmp / "serve.log"
+        ) as server:
             # Gradio's cache folder as the server made it (or, if it made none yet, private as an admin would).
             state["gradio_dir_created_by"] = "server" if uploads.exists() else "this script (0700)"
             uploads.mkdir(mode=0o700, exist_ok=True)
@@ -1071,8 +1372,14 @@ def main() -> int:
             guarded(probe_exhaustion, server, keys)
             guarded(probe_exposed_bind, tmp)
             (tmp / "tokenless-home").mkdir()
-            with serving(tmp / "tokenless-home", "--no-ui", "--log-level", "warning",
-                         env={"DOCPIPE_METRICS_TOKEN": metrics_token}, log=tmp / "tokenless.log") as tokenless:
+            with serving(
+                tmp / "tokenless-home",
+                "--no-ui",
+                "--log-level",
+                "warning",
+                env={"DOCPIPE_METRICS_TOKEN": metrics_token},
+                log=tmp / "tokenless.log",
+            ) as tokenless:
                 guarded(probe_defaults, server, keys, tokenless, metrics_token)
             guarded(probe_faults, server, keys, state)
             guarded(probe_delete_matter, server, keys, state)
@@ -1086,20 +1393,26 @@ def main() -> int:
         "what": "issue 10: probes against a running docpipe serve (127.0.0.1, echo engine, workbench on)",
         "command": "python benchmarks/security_probes.py",
         "server": "python -m docpipe serve --preset test --home HOME --port N --engine echo --log-level info "
-                  "(GRADIO_TEMP_DIR in the temp dir); keys: alice deal-x:write, bob deal-y:write, carol deal-x:read, "
-                  "dana deal-x:admin. Header/body timeouts and limit_concurrency are not CLI flags: defaults "
-                  "(10 s, 30 s grace then 16 KB/s, 256).",
+        "(GRADIO_TEMP_DIR in the temp dir); keys: alice deal-x:write, bob deal-y:write, carol deal-x:read, "
+        "dana deal-x:admin. Header/body timeouts and limit_concurrency are not CLI flags: defaults "
+        "(10 s, 30 s grace then 16 KB/s, 256).",
         "records": [asdict(r) for r in RECORDS],
         "not_as_expected": [f"[{r.probe}] {r.request}: {r.outcome}" for r in failed],
         "server_alive_at_end": alive,
         "processes_left_after_stop": leftover,
         "machine": {
-            "platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "load_average_1_5_15": {"start": [round(x, 2) for x in load_start],
-                                    "end": [round(x, 2) for x in os.getloadavg()]},
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "load_average_1_5_15": {
+                "start": [round(x, 2) for x in load_start],
+                "end": [round(x, 2) for x in os.getloadavg()],
+            },
         },
-        "git": {"commit": _git("rev-parse", "HEAD"),
-                "uncommitted_in_docpipe_or_ui": _git("status", "--porcelain", "--", "docpipe", "ui").splitlines()},
+        "git": {
+            "commit": _git("rev-parse", "HEAD"),
+            "uncommitted_in_docpipe_or_ui": _git("status", "--porcelain", "--", "docpipe", "ui").splitlines(),
+        },
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "seconds": round(time.time() - started, 1),
     }

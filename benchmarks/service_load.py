@@ -184,23 +184,39 @@ def run_engine(engine: str, levels: list[int], per_client: int) -> list[dict[str
     with tempfile.TemporaryDirectory(prefix=f"docpipe-service-load-{engine}-") as tmp, \
             _server(engine, Path(tmp)) as url:  # fmt: skip
         data = SAMPLE.read_bytes()
-        doc = httpx.post(f"{url}/v1/documents", content=data, params={"name": SAMPLE.name},
-                         headers={"Content-Type": "application/pdf"}, timeout=STARTUP_S).json()
+        doc = httpx.post(
+            f"{url}/v1/documents",
+            content=data,
+            params={"name": SAMPLE.name},
+            headers={"Content-Type": "application/pdf"},
+            timeout=STARTUP_S,
+        ).json()
         assert doc["id"] == hashlib.sha256(data).hexdigest(), doc
-        warm = httpx.post(f"{url}/v1/documents/{doc['id']}/ask", json={"question": QUESTIONS[0], "use_cache": False},
-                          timeout=STARTUP_S)  # the engine and the index are loaded before timing
+        warm = httpx.post(
+            f"{url}/v1/documents/{doc['id']}/ask",
+            json={"question": QUESTIONS[0], "use_cache": False},
+            timeout=STARTUP_S,
+        )  # the engine and the index are loaded before timing
         warm.raise_for_status()
         for concurrency in levels:
             before = _batch_histogram(url)
             result = asyncio.run(_load(url, doc["id"], concurrency, per_client))
             batches = _batches_between(before, _batch_histogram(url))
-            run = {"concurrency": concurrency, **result, "engine": engine, "per_client": per_client,
-                   "engine_batches": batches}
+            run = {
+                "concurrency": concurrency,
+                **result,
+                "engine": engine,
+                "per_client": per_client,
+                "engine_batches": batches,
+            }
             runs.append(run)
-            print(f"{engine:<5} {concurrency:>3} clients: {run['requests']} requests, {run['errors']} errors, "
-                  f"p50 {run['p50_s']} s, p95 {run['p95_s']} s, p99 {run['p99_s']} s, "
-                  f"{run['throughput_rps']} req/s; engine batches {batches['batches']}, "
-                  f"mean size {batches['mean_size']}, sizes {batches['sizes']}", flush=True)
+            print(
+                f"{engine:<5} {concurrency:>3} clients: {run['requests']} requests, {run['errors']} errors, "
+                f"p50 {run['p50_s']} s, p95 {run['p95_s']} s, p99 {run['p99_s']} s, "
+                f"{run['throughput_rps']} req/s; engine batches {batches['batches']}, "
+                f"mean size {batches['mean_size']}, sizes {batches['sizes']}",
+                flush=True,
+            )
     return runs
 
 

@@ -148,8 +148,12 @@ def _time_alone(code: Path, data: bytes, work: Path) -> dict[str, Any]:
     pdf = work / "crafted-alone.pdf"
     pdf.write_bytes(data)
     done = subprocess.run(
-        [sys.executable, "-c", ALONE, str(pdf)], env={**_clean_env(), "PYTHONPATH": str(code)}, cwd=work,
-        capture_output=True, text=True, check=True,
+        [sys.executable, "-c", ALONE, str(pdf)],
+        env={**_clean_env(), "PYTHONPATH": str(code)},
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -199,7 +203,11 @@ def _server(label: str, code: Path, work: Path, *, keys: bool) -> Iterator[tuple
     # cwd is the scratch folder: `python -c` puts the cwd first on sys.path, and /work/main would shadow `code`.
     with log.open("wb") as out:
         process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env={**_clean_env(), "PYTHONPATH": str(code)}, cwd=work,
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**_clean_env(), "PYTHONPATH": str(code)},
+            cwd=work,
             start_new_session=True,
         )
     url = f"http://127.0.0.1:{port}"
@@ -303,7 +311,10 @@ def _upload(client: httpx.Client, data: bytes, name: str, end: float, t0: float)
     record: dict[str, Any] = {"name": name, "bytes": len(data), "at_s": round(started - t0, 3)}
     try:
         response = client.post(
-            "/v1/documents", content=data, params={"name": name}, headers={"Content-Type": "application/pdf"},
+            "/v1/documents",
+            content=data,
+            params={"name": name},
+            headers={"Content-Type": "application/pdf"},
             timeout=httpx.Timeout(connect=10, read=max(1.0, end - started), write=30, pool=10),
         )
         record["status"] = response.status_code
@@ -584,8 +595,10 @@ def main(argv: list[str] | None = None) -> int:
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
             "measured": time.strftime("%Y-%m-%d %H:%M"),
             # Other jobs share the machine: say how busy it was (each phase has its own figures too).
-            "load_average": {"before": [round(x, 2) for x in load_before],
-                             "after": [round(x, 2) for x in os.getloadavg()]},  # fmt: skip
+            "load_average": {
+                "before": [round(x, 2) for x in load_before],
+                "after": [round(x, 2) for x in os.getloadavg()],
+            },  # fmt: skip
         },
     }
     asks = {s["label"]: {name: phase.pop("ask_records") for name, phase in s["phases"].items()} for s in servers}

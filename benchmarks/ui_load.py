@@ -92,8 +92,14 @@ def main() -> None:
         "test",
         home=Path(tempfile.mkdtemp(prefix="docpipe-ui-load-")),
         retrieval={"budget_tokens": 256, "k": 2},
-        engine={"backend": "vllm", "model": str(model), "max_answer_tokens": 16, "max_thinking_tokens": 16,
-                "max_model_len": 2048, "batch_timeout_ms": 20},
+        engine={
+            "backend": "vllm",
+            "model": str(model),
+            "max_answer_tokens": 16,
+            "max_thinking_tokens": 16,
+            "max_model_len": 2048,
+            "batch_timeout_ms": 20,
+        },
         cache_url="none",
     )
     dp = DocPipe(settings)
@@ -104,8 +110,10 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
     for name, r in results.items():
-        print(f"{name:<15} served {r['served']}/{r['users']}  wall {r['wall_s']} s  p50 {r['ask_latency_p50_s']} s  "
-              f"p95 {r['ask_latency_p95_s']} s  max engine batch {r['max_batch']}  batches {r['engine_batches']}")
+        print(
+            f"{name:<15} served {r['served']}/{r['users']}  wall {r['wall_s']} s  p50 {r['ask_latency_p50_s']} s  "
+            f"p95 {r['ask_latency_p95_s']} s  max engine batch {r['max_batch']}  batches {r['engine_batches']}"
+        )
     ratio = results["gradio_default"]["wall_s"] / results["configured"]["wall_s"]
     print(f"wall time, default / configured: {ratio:.2f}x")
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from docpipe.version import __version__
 
-# Public name -> the module that defines it. `docpipe.__all__` is exactly these names plus __version__.
+# Public name -> the module that defines it.
 _EXPORTS = {
     "AccessLog": "docpipe.access.log",
     "KeyStore": "docpipe.access.keys",
@@ -43,15 +43,78 @@ _EXPORTS = {
     **{
         name: "docpipe.errors"
         for name in (
-            "BusyError", "ConfigError", "DependencyError", "DocpipeError", "EmptyFileError", "EncryptionCheckError",
-            "EngineError", "EngineUnavailableError", "ExtractionError", "ExtractionTimeoutError", "FileMissingError",
-            "InputError", "MalformedPDFError", "NoTextError", "NotAPDFError", "PasswordRequiredError", "StoreError",
-            "TooMuchTextError", "WrongPasswordError",
+            "BusyError",
+            "ConfigError",
+            "DependencyError",
+            "DocpipeError",
+            "EmptyFileError",
+            "EncryptionCheckError",
+            "EngineError",
+            "EngineUnavailableError",
+            "ExtractionError",
+            "ExtractionTimeoutError",
+            "FileMissingError",
+            "InputError",
+            "MalformedPDFError",
+            "NoTextError",
+            "NotAPDFError",
+            "PasswordRequiredError",
+            "StoreError",
+            "TooMuchTextError",
+            "WrongPasswordError",
         )
     },
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = [
+    "AccessLog",
+    "Answer",
+    "AnswerEvent",
+    "AuditManifest",
+    "BusyError",
+    "CHECKLIST",
+    "Category",
+    "CategoryFinding",
+    "Citation",
+    "ConfigError",
+    "ContractReport",
+    "DependencyError",
+    "DocPipe",
+    "DocpipeError",
+    "Document",
+    "EchoEngine",
+    "EmptyFileError",
+    "EncryptionCheckError",
+    "Engine",
+    "EngineError",
+    "EngineUnavailableError",
+    "ExtractionError",
+    "ExtractionTimeoutError",
+    "FileMissingError",
+    "GenerationRequest",
+    "GenerationResult",
+    "HashingEmbedder",
+    "Hit",
+    "InputError",
+    "KeyStore",
+    "MalformedPDFError",
+    "MatterDocument",
+    "MatterStore",
+    "NoTextError",
+    "NotAPDFError",
+    "Page",
+    "PageStatus",
+    "Passage",
+    "PasswordRequiredError",
+    "Principal",
+    "Section",
+    "Settings",
+    "StoreError",
+    "TooMuchTextError",
+    "WrongPasswordError",
+    "__version__",
+]
+assert set(__all__) == {*_EXPORTS, "__version__"}, "every export has a module, and only those are exported"
 
 
 def __getattr__(name: str) -> Any:
@@ -92,8 +155,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         FileMissingError,
         InputError,
         MalformedPDFError,
-        NoTextError,
         NotAPDFError,
+        NoTextError,
         PasswordRequiredError,
         StoreError,
         TooMuchTextError,

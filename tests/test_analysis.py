@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from docpipe import CHECKLIST, ConfigError, ContractReport, DocPipe, Settings
-from docpipe.answer.verify import verify_quote
 from docpipe.analysis.checklist import select_categories
+from docpipe.answer.verify import verify_quote
 from docpipe.retrieve.references import References
 
 STATUSES = {"present", "absent", "uncertain", "candidate", "not_found"}
@@ -186,7 +186,9 @@ def test_cli_analyze_formats_categories_and_manifest(tmp_path: Path, sample_pdf:
     rows = list(csv.DictReader(io.StringIO(run.stdout)))
     assert [r["category"] for r in rows] == [c.name for c in CHECKLIST]
     assert json.loads(manifest.read_text())["kind"] == "report"
-    run = _docpipe("analyze", str(sample_pdf), "--format", "json", "--categories", "Governing Law,parties", home=tmp_path)
+    run = _docpipe(
+        "analyze", str(sample_pdf), "--format", "json", "--categories", "Governing Law,parties", home=tmp_path
+    )
     assert run.returncode == 0, run.stderr
     assert [f["category"] for f in json.loads(run.stdout)["findings"]] == ["Parties", "Governing Law"]
     run = _docpipe("analyze", str(sample_pdf), "--categories", "Force Majeure", home=tmp_path)

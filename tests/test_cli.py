@@ -226,8 +226,7 @@ def test_ask_json_cites_page_9_with_the_real_embedder(ask_default) -> None:
     assert answer["mode"] == "extractive"
     assert answer["question"] == QUESTION
     assert any(
-        c["page_start"] == 9 and "ninety (90) days" in c["quote"] and c["verified"] is True
-        for c in answer["citations"]
+        c["page_start"] == 9 and "ninety (90) days" in c["quote"] and c["verified"] is True for c in answer["citations"]
     ), answer["citations"]
 
 

@@ -100,8 +100,22 @@ def test_pip_audit_offline_or_without_data_does_not_fail(tmp_path: Path) -> None
 
 
 def test_pip_audit_finding_fails_even_when_missing_from_the_list(tmp_path: Path) -> None:
-    report = {"dependencies": [{"name": "somepkg", "version": "1.0", "vulns": [
-        {"id": "GHSA-xxxx-yyyy-zzzz", "fix_versions": ["1.1"], "aliases": ["CVE-2099-1"], "description": "bad"}]}]}
+    report = {
+        "dependencies": [
+            {
+                "name": "somepkg",
+                "version": "1.0",
+                "vulns": [
+                    {
+                        "id": "GHSA-xxxx-yyyy-zzzz",
+                        "fix_versions": ["1.1"],
+                        "aliases": ["CVE-2099-1"],
+                        "description": "bad",
+                    }
+                ],
+            }
+        ]
+    }
     out = _run("--versions", _pins(tmp_path, "somepkg==1.0"), "--pip-audit", _fake_pip_audit(tmp_path, report))
     assert out.returncode == 1, out.stdout
     assert "GHSA-xxxx-yyyy-zzzz" in out.stdout and "pip-audit audited 1 of 1" in out.stdout

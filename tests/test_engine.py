@@ -168,14 +168,35 @@ def test_cli_asks_many_questions_in_one_call(tmp_path: Path, sample_pdf: Path) -
     questions = tmp_path / "questions.txt"
     questions.write_text("# a comment\nWhich law governs the agreement?\n\nWhat insurance must the Provider carry?\n")
     result = subprocess.run(
-        [sys.executable, "-m", "docpipe", "ask", str(sample_pdf), KEY, "-q", "What is the initial term?",
-         "--questions-file", str(questions), "--engine", "echo", "--preset", "test", "--json"],
-        capture_output=True, text=True, timeout=120, env={**__import__("os").environ, "DOCPIPE_HOME": str(tmp_path)},
+        [
+            sys.executable,
+            "-m",
+            "docpipe",
+            "ask",
+            str(sample_pdf),
+            KEY,
+            "-q",
+            "What is the initial term?",
+            "--questions-file",
+            str(questions),
+            "--engine",
+            "echo",
+            "--preset",
+            "test",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "DOCPIPE_HOME": str(tmp_path)},
     )
     assert result.returncode == 0, result.stderr
     answers = json.loads(result.stdout)
     assert [a["question"] for a in answers] == [
-        KEY, "What is the initial term?", "Which law governs the agreement?", "What insurance must the Provider carry?"
+        KEY,
+        "What is the initial term?",
+        "Which law governs the agreement?",
+        "What insurance must the Provider carry?",
     ]
     assert all(a["mode"] == "generative" and a["engine"] == "echo" for a in answers)
 

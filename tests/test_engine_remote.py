@@ -130,7 +130,9 @@ def _request(
 ) -> GenerationRequest:
     sampling = SamplingParams(temperature=0.7, top_p=0.9, top_k=20, max_tokens=max_tokens, seed=seed)
     system = "You answer from contracts."
-    return GenerationRequest.chat(system, user, thinking=thinking, sampling=sampling, max_thinking_tokens=max_thinking_tokens)
+    return GenerationRequest.chat(
+        system, user, thinking=thinking, sampling=sampling, max_thinking_tokens=max_thinking_tokens
+    )
 
 
 def test_model_and_window_come_from_the_server(engine: OpenAIEngine) -> None:

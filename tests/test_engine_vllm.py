@@ -64,7 +64,11 @@ def test_thinking_switch_changes_the_rendered_prompt(engine) -> None:
 
 def test_thinking_budget_closes_a_cut_thought(engine) -> None:
     request = GenerationRequest.chat(
-        "S", "Think about clause 12.3.", thinking=True, max_thinking_tokens=4, sampling=SamplingParams(max_tokens=6, seed=3)
+        "S",
+        "Think about clause 12.3.",
+        thinking=True,
+        max_thinking_tokens=4,
+        sampling=SamplingParams(max_tokens=6, seed=3),
     )
     result = engine.generate([request])[0]
     assert result.thinking_truncated  # a random model does not close </think> within 4 tokens

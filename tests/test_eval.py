@@ -31,8 +31,18 @@ def test_eval_reports_recall_at_budgets_beside_the_baseline(tmp_path: Path) -> N
     if not (EVAL / "annotations.jsonl").exists():
         pytest.skip(f"CUAD evaluation data not found at {EVAL}")
     result = subprocess.run(
-        [sys.executable, "-m", "docpipe", "eval-retrieval", str(EVAL), "--limit", "3", "--json",
-         "--extractor", "pypdfium2"],
+        [
+            sys.executable,
+            "-m",
+            "docpipe",
+            "eval-retrieval",
+            str(EVAL),
+            "--limit",
+            "3",
+            "--json",
+            "--extractor",
+            "pypdfium2",
+        ],
         capture_output=True,
         text=True,
         timeout=600,

@@ -17,7 +17,6 @@ import pytest
 from pypdf import PdfReader, PdfWriter
 from reportlab.pdfgen import canvas
 
-from docpipe.types import Page, PageStatus
 from docpipe.errors import (
     DocpipeError,
     EmptyFileError,
@@ -32,6 +31,7 @@ from docpipe.errors import (
 )
 from docpipe.ingest.extract import EXTRACTORS, extract_pages
 from docpipe.settings import ExtractionSettings
+from docpipe.types import Page, PageStatus
 
 EVAL = Path(__file__).resolve().parents[1].parent / "shared" / "eval"
 BAD = EVAL / "bad-pdfs"
@@ -269,8 +269,11 @@ def test_both_extractors_give_the_same_pages_for_a_simple_pdf() -> None:
     data = _text_pdf("Section 1.1 Definitions", "Section 2.1 Payment terms", "Section 3.1 Termination")
     by_extractor = [extract_pages(data, settings=_settings(extractor)) for extractor in EXTRACTORS]
     assert [[(p.number, p.text.strip(), p.status) for p in pages] for pages in by_extractor] == [
-        [(1, "Section 1.1 Definitions", PageStatus.OK), (2, "Section 2.1 Payment terms", PageStatus.OK),
-         (3, "Section 3.1 Termination", PageStatus.OK)]
+        [
+            (1, "Section 1.1 Definitions", PageStatus.OK),
+            (2, "Section 2.1 Payment terms", PageStatus.OK),
+            (3, "Section 3.1 Termination", PageStatus.OK),
+        ]
     ] * 2
 
 

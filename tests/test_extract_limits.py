@@ -77,8 +77,12 @@ def _xref_bomb() -> bytes:
     rows += b"".join(b"\x01" + offset.to_bytes(4, "big") + b"\x00\x00" for offset in [*offsets, xref])
     packer = zlib.compressobj(9)
     body = packer.compress(rows) + b"".join(packer.compress(b"\0" * (1 << 20)) for _ in range(300)) + packer.flush()
-    out.write(b"3 0 obj\n<< /Type /XRef /Size 4 /W [1 4 2] /Root 1 0 R /Length %d /Filter /FlateDecode >>\nstream\n"
-              % len(body) + body + b"\nendstream\nendobj\n")
+    out.write(
+        b"3 0 obj\n<< /Type /XRef /Size 4 /W [1 4 2] /Root 1 0 R /Length %d /Filter /FlateDecode >>\nstream\n"
+        % len(body)
+        + body
+        + b"\nendstream\nendobj\n"
+    )
     out.write(b"startxref\n%d\n%%%%EOF\n" % xref)
     return out.getvalue()
 

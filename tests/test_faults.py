@@ -138,8 +138,12 @@ def test_killed_server_restarts_with_its_answers_and_reports(tmp_path: Path, sam
     with serving(home, "--engine", "echo", "--no-ui", port=port) as server:
         doc_id = upload(server, sample_pdf.read_bytes()).json()["id"]
         answer = ask(server, doc_id, {"question": QUESTION}).json()["answers"][0]
-        report = httpx.post(f"{server.url}/v1/documents/{doc_id}/analyze", json={"categories": ["Governing Law"]},
-                            headers=server.headers, timeout=120).json()
+        report = httpx.post(
+            f"{server.url}/v1/documents/{doc_id}/analyze",
+            json={"categories": ["Governing Law"]},
+            headers=server.headers,
+            timeout=120,
+        ).json()
         server.kill()  # kill -9: no shutdown handler runs
     with serving(home, "--engine", "echo", "--no-ui", port=port, log_name="serve-2.log") as server:
         stored = httpx.get(f"{server.url}/v1/answers/{answer['id']}", headers=server.headers, timeout=10)
@@ -172,8 +176,9 @@ def _vllm_server(root: Path, model_dir: Path, port: int, log_name: str) -> Itera
     }  # fmt: skip
     log = root / log_name
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root, start_new_session=True
+        )
     try:
         wait_until_up(process, f"http://127.0.0.1:{port}/health", timeout_s=VLLM_STARTUP_S, log=log, what="vLLM")
         yield process
@@ -193,8 +198,9 @@ def _running(port: int) -> float:
         text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
     except httpx.TransportError:
         return 0.0
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("vllm:num_requests_running"))
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("vllm:num_requests_running")
+    )
 
 
 @pytest.mark.timeout(600)

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from docpipe import DocPipe, Settings
+from docpipe.access.keys import KeyStore, Principal, parse_grants
 from docpipe.access.log import AccessLog, question_hash
+from docpipe.access.matters import MatterStore
 from docpipe.engine.fake import EchoEngine
 from docpipe.errors import BusyError, ConfigError, PasswordRequiredError, WrongPasswordError
-from docpipe.access.keys import KeyStore, Principal, parse_grants
-from docpipe.access.matters import MatterStore
 
 QUESTION = "What is the notice period for termination for convenience?"
 
@@ -174,9 +174,7 @@ def test_one_extraction_limit_and_stored_documents_never_wait(tmp_path: Path, sa
         holder.join()
 
 
-def test_an_encrypted_pdfs_stored_text_needs_its_password_unless_authorized(
-    test_pipe: DocPipe, eval_dir: Path
-) -> None:
+def test_an_encrypted_pdfs_stored_text_needs_its_password_unless_authorized(test_pipe: DocPipe, eval_dir: Path) -> None:
     pdf = eval_dir / "bad-pdfs" / "pypdf-r2-user-password.pdf"
     doc = test_pipe.ingest(pdf, password="asdfzxcv")
     assert doc.encrypted
@@ -214,8 +212,9 @@ def test_retention_sweeps_old_uploads_answers_and_cache_and_keeps_new_ones(
     for doc in (old, new):
         keeper.matters.add("deal-x", doc.id, name=f"{doc.id[:6]}.pdf", user="alice", key_id="k1", encrypted=False)
         answer = echo_pipe.ask(echo_pipe.document(doc.id, matter="deal-x"), QUESTION)
-        keeper.results.save("answers", doc.id[:16], {**answer.to_dict(), "id": doc.id[:16]}, matter="deal-x",
-                            document_id=doc.id)
+        keeper.results.save(
+            "answers", doc.id[:16], {**answer.to_dict(), "id": doc.id[:16]}, matter="deal-x", document_id=doc.id
+        )
     # The old upload was made ten days ago (its record says when; nothing sleeps).
     record = keeper.matters.root / "deal-x" / "documents" / f"{old.id}.json"
     data = json.loads(record.read_text())
@@ -260,7 +259,10 @@ def _cli(home: Path, *args: str):
 
     return subprocess.run(
         [sys.executable, "-m", "docpipe", "--preset", "test", "--home", str(home), *args],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 

@@ -24,8 +24,8 @@ from test_cache import raw_redis, redis_url  # noqa: F401  (fixtures: a throwawa
 
 from docpipe import DocPipe, Settings
 from docpipe.answer.cache import RedisCache, SQLiteCache
-from docpipe.server.storage import ResultStore
 from docpipe.ingest.store import Store, atomic_write, make_private_dir, private_umask, sha256_hex
+from docpipe.server.storage import ResultStore
 
 QUESTION = "What is the notice period for termination for convenience?"
 CLAUSE = "ninety (90) days"  # the answer's text: in the extraction, the index and the cached answer
@@ -63,10 +63,12 @@ def _pipe(home: Path) -> DocPipe:
 def _ingest_and_answer(pipe: DocPipe, pdf: Path | bytes, results: ResultStore, *, matter: str = "default"):
     doc = pipe.ingest(pdf)
     answer = pipe.ask(doc, QUESTION).to_dict()
-    results.save("answers", f"answer-{doc.id[:8]}", {**answer, "id": f"answer-{doc.id[:8]}"}, matter=matter,
-                 document_id=doc.id)
-    results.save("reports", f"report-{doc.id[:8]}", {"id": f"report-{doc.id[:8]}", "document_id": doc.id},
-                 matter=matter)
+    results.save(
+        "answers", f"answer-{doc.id[:8]}", {**answer, "id": f"answer-{doc.id[:8]}"}, matter=matter, document_id=doc.id
+    )
+    results.save(
+        "reports", f"report-{doc.id[:8]}", {"id": f"report-{doc.id[:8]}", "document_id": doc.id}, matter=matter
+    )
     return doc, answer
 
 
@@ -79,11 +81,7 @@ def test_everything_under_a_fresh_store_is_private(open_umask: None, tmp_path: P
     assert {"answers.sqlite", "answers.sqlite-wal", "answers.sqlite-shm"} <= set(modes), sorted(modes)
     assert any(name.endswith("/manifest.json") for name in modes) and any("/source.pdf" in n for n in modes)
     assert any(name.startswith("serve/answers/") for name in modes)
-    wrong = {
-        name: mode
-        for name, mode in modes.items()
-        if mode != ("0o700" if (home / name).is_dir() else "0o600")
-    }
+    wrong = {name: mode for name, mode in modes.items() if mode != ("0o700" if (home / name).is_dir() else "0o600")}
     assert wrong == {}
 
 
@@ -105,8 +103,9 @@ def test_an_existing_open_store_is_tightened_once(
 def test_an_old_world_readable_cache_file_is_tightened(open_umask: None, tmp_path: Path) -> None:
     path = tmp_path / "answers.sqlite"
     with sqlite3.connect(path) as conn:  # as an older docpipe left it: 0644 under this umask
-        conn.execute("CREATE TABLE answers (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL, "
-                     "expires REAL)")
+        conn.execute(
+            "CREATE TABLE answers (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL, expires REAL)"
+        )
     conn.close()
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     SQLiteCache(path).close()
@@ -155,7 +154,9 @@ def test_deleting_a_document_leaves_nothing_of_it(tmp_path: Path, sample_pdf: Pa
     assert {n for n in removed if n.startswith("docs/")} == {n for n in before if n.startswith(f"docs/{gone.id}")}
     assert not [n for n in after if gone.id in n]
     assert {n.split("/")[1] for n in removed if n.startswith("serve/") and n.endswith(".json")} == {
-        "answers", "reports"}
+        "answers",
+        "reports",
+    }
     assert pipe.store.document_ids() == [other.id]
     assert pipe.store.load_source(gone.id) is None
     with sqlite3.connect(home / "answers.sqlite") as conn:
@@ -253,8 +254,9 @@ def test_cache_entries_are_deleted_by_document_and_matter(tmp_path: Path) -> Non
 def test_an_old_cache_file_is_migrated_and_its_entries_deletable(tmp_path: Path) -> None:
     path = tmp_path / "answers.sqlite"
     with sqlite3.connect(path) as conn:  # the schema before document ids, with two answers in it
-        conn.execute("CREATE TABLE answers (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL, "
-                     "expires REAL)")
+        conn.execute(
+            "CREATE TABLE answers (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL, expires REAL)"
+        )
         conn.execute("INSERT INTO answers VALUES ('a', ?, 1, NULL)", (json.dumps({"document_id": "d1"}),))
         conn.execute("INSERT INTO answers VALUES ('b', ?, 1, NULL)", (json.dumps({"document_id": "d2"}),))
         conn.execute("INSERT INTO answers VALUES ('c', '{not json', 1, NULL)")
@@ -262,7 +264,10 @@ def test_an_old_cache_file_is_migrated_and_its_entries_deletable(tmp_path: Path)
     cache = SQLiteCache(path, ttl_s=None)
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT key, document_id, matter FROM answers ORDER BY key").fetchall() == [
-            ("a", "d1", None), ("b", "d2", None), ("c", None, None)]
+            ("a", "d1", None),
+            ("b", "d2", None),
+            ("c", None, None),
+        ]
     conn.close()
     assert cache.get("a") == {"document_id": "d1"}
     assert cache.delete_document("d1") == 1
@@ -270,8 +275,10 @@ def test_an_old_cache_file_is_migrated_and_its_entries_deletable(tmp_path: Path)
     cache.close()
     # An older docpipe still writing to the migrated file (its INSERT names the old columns only).
     with sqlite3.connect(path) as conn:
-        conn.execute("INSERT INTO answers (key, value, created, expires) VALUES ('e', ?, 1, NULL)",
-                     (json.dumps({"document_id": "d2"}),))
+        conn.execute(
+            "INSERT INTO answers (key, value, created, expires) VALUES ('e', ?, 1, NULL)",
+            (json.dumps({"document_id": "d2"}),),
+        )
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
     conn.close()
     cache = SQLiteCache(path, ttl_s=None)
@@ -338,7 +345,8 @@ def test_redis_deletes_by_document_and_matter_and_sweeps(redis_url: str, raw_red
 
 
 def test_redis_entries_of_an_older_docpipe_are_indexed_and_deletable(
-    redis_url: str, raw_redis: Any  # noqa: F811
+    redis_url: str,  # noqa: F811
+    raw_redis: Any,  # noqa: F811
 ) -> None:
     raw_redis.set("docpipe:answer:old", json.dumps({"document_id": "d1"}), px=60_000)
     raw_redis.set("docpipe:answer:other", json.dumps({"document_id": "d2"}))

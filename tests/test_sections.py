@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from docpipe.types import Document, Page
+from docpipe.embed.hashing import HashingEmbedder
 from docpipe.ingest.passages import embedding_text, make_passages
 from docpipe.ingest.sections import find_headings, split_sections
-from docpipe.settings import ChunkingSettings
 from docpipe.ingest.tokens import get_token_counter
-from docpipe.embed.hashing import HashingEmbedder
+from docpipe.settings import ChunkingSettings
+from docpipe.types import Document, Page
 
 COUNTER = get_token_counter("Qwen/Qwen3-14B")
 EVAL = Path(__file__).resolve().parents[1].parent / "shared" / "eval"
@@ -51,8 +51,8 @@ def test_headings_follow_the_documents_numbering() -> None:
     titles = [h.title for h in find_headings(CONTRACT)]
     assert titles == [
         "ARTICLE 1 DEFINITIONS",
-        "1.1 \"Products\" means the goods listed in Exhibit A",
-        "1.2 \"Term\" has the meaning given in Section 5.1",
+        '1.1 "Products" means the goods listed in Exhibit A',
+        '1.2 "Term" has the meaning given in Section 5.1',
         "ARTICLE 2 SUPPLY",
         "2.1 Orders",
         "2.2 Delivery",

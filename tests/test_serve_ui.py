@@ -96,8 +96,9 @@ def stored_documents(home: Path) -> list[str]:
 def files_with_content(folder: Path) -> list[str]:
     """Returns the non-empty regular files under `folder` (Gradio leaves empty temp files behind)."""
     return sorted(
-        str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and not p.is_symlink()
-        and p.stat().st_size > 0
+        str(p.relative_to(folder))
+        for p in folder.rglob("*")
+        if p.is_file() and not p.is_symlink() and p.stat().st_size > 0
     )
 
 
@@ -132,18 +133,23 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, P
     """Returns `docpipe serve` (echo engine, workbench at /ui) and its Gradio upload folder."""
     base = tmp_path_factory.mktemp("serve-ui")
     uploads = base / "gradio"
-    with serving(base / "home", "--engine", "echo", "--max-upload-mb", "5",
-                 env={"GRADIO_TEMP_DIR": str(uploads)}) as server:
+    with serving(
+        base / "home", "--engine", "echo", "--max-upload-mb", "5", env={"GRADIO_TEMP_DIR": str(uploads)}
+    ) as server:
         yield server, uploads
 
 
 @pytest.mark.parametrize("case", FOREIGN)
-def test_serve_workbench_refuses_foreign_paths(
-    served: tuple[Served, Path], case: str, sample_pdf: Path
-) -> None:
+def test_serve_workbench_refuses_foreign_paths(served: tuple[Served, Path], case: str, sample_pdf: Path) -> None:
     server, uploads = served
-    attack(f"{server.url}/ui", case, home=server.home, uploads=uploads, outside=uploads.parent / "outside",
-           sample_pdf=sample_pdf)
+    attack(
+        f"{server.url}/ui",
+        case,
+        home=server.home,
+        uploads=uploads,
+        outside=uploads.parent / "outside",
+        sample_pdf=sample_pdf,
+    )
     assert server.process.poll() is None
 
 
@@ -178,8 +184,13 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pa
     dp = DocPipe(Settings.preset("test", home=base / "home"))
     demo = build_app(dp, max_upload_mb=5)
     port = free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                **launch_kwargs(max_upload_mb=5, store_root=dp.store.root))
+    demo.launch(
+        prevent_thread_lock=True,
+        server_name="127.0.0.1",
+        server_port=port,
+        quiet=True,
+        **launch_kwargs(max_upload_mb=5, store_root=dp.store.root),
+    )
     try:
         yield f"http://127.0.0.1:{port}", dp.store.root, uploads
     finally:
@@ -242,6 +253,7 @@ def test_serve_workbench_ingests_a_real_upload_and_drops_gradios_copy(
         page.get_by_role("tab", name="Upload").click()
         page.locator("#upload-files input[type=file]").set_input_files(str(sample_pdf))
         expect(page.locator("#upload-files")).to_contain_text(sample_pdf.stem, timeout=TIMEOUT_MS)
+
         # Gradio's copy of the upload (the picker may show the name before the upload has finished).
         def copies() -> list[Path]:
             return [p for p in uploads.rglob(sample_pdf.name) if "planted" not in str(p)]
@@ -262,8 +274,9 @@ def test_serve_workbench_ingests_a_real_upload_and_drops_gradios_copy(
         context.close()
 
 
-def test_serve_workbench_report_downloads_still_work(served: tuple[Served, Path], sample_pdf: Path,
-                                                     tmp_path: Path) -> None:
+def test_serve_workbench_report_downloads_still_work(
+    served: tuple[Served, Path], sample_pdf: Path, tmp_path: Path
+) -> None:
     # With Gradio's path check on in serve mode, the session's report files must still reach the browser.
     from gradio_client import Client, handle_file
 

@@ -112,7 +112,11 @@ def serving(
     extra = {**(env or {}), **({"DOCPIPE_SERVE_TOKEN": token} if token else {})}
     with log.open("ab") as out:
         process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=server_env(extra), cwd=home.parent,
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=server_env(extra),
+            cwd=home.parent,
             start_new_session=True,
         )
     served = Served(f"http://127.0.0.1:{port}", home, process, log, token, list(args))
@@ -208,8 +212,15 @@ def test_health_docs_and_openapi_need_no_token(server: Served) -> None:
     health = httpx.get(f"{server.url}/v1/health", timeout=10)
     assert health.status_code == 200 and health.json()["status"] == "ok" and health.json()["engine"] == "echo"
     spec = httpx.get(f"{server.url}/openapi.json", timeout=10).json()
-    assert {"/v1/documents", "/v1/documents/{doc_id}/ask", "/v1/documents/{doc_id}/analyze",
-            "/v1/answers/{answer_id}", "/v1/reports/{report_id}", "/v1/health", "/metrics"} <= set(spec["paths"])
+    assert {
+        "/v1/documents",
+        "/v1/documents/{doc_id}/ask",
+        "/v1/documents/{doc_id}/analyze",
+        "/v1/answers/{answer_id}",
+        "/v1/reports/{report_id}",
+        "/v1/health",
+        "/metrics",
+    } <= set(spec["paths"])
     schemas = spec["components"]["schemas"]
     assert {"AskRequest", "AnswerOut", "DocumentInfo", "ErrorResponse", "ReportOut"} <= set(schemas)
     assert "bearer" in json.dumps(spec["components"]["securitySchemes"]).lower()
@@ -276,7 +287,9 @@ def test_bodies_over_the_limit_get_413_before_they_are_read(server: Served) -> N
             yield b"0" * 65536
 
     streamed = httpx.post(
-        f"{server.url}/v1/documents", content=chunks(), headers={**server.headers, "Content-Type": "application/pdf"},
+        f"{server.url}/v1/documents",
+        content=chunks(),
+        headers={**server.headers, "Content-Type": "application/pdf"},
         timeout=30,
     )
     assert_error(streamed, 413, "body_too_large")
@@ -291,26 +304,42 @@ def test_bodies_over_the_limit_get_413_before_they_are_read(server: Served) -> N
             "Content-Type: application/pdf\r\nContent-Length: 10737418240\r\n\r\n".encode()
         )
         started = time.monotonic()
-        reply = sock.recv(4096).decode(errors="replace")
-    assert reply.startswith("HTTP/1.1 413") and "body_too_large" in reply
+        reply = b""
+        while b"body_too_large" not in reply:  # the head and the JSON body may arrive in separate segments
+            piece = sock.recv(4096)
+            if not piece:
+                break
+            reply += piece
+    reply_text = reply.decode(errors="replace")
+    assert reply_text.startswith("HTTP/1.1 413") and "body_too_large" in reply_text, reply_text
     assert time.monotonic() - started < 5
 
 
 def test_bad_uploads_and_requests_say_what_to_fix(server: Served, sample_id: str) -> None:
     assert_error(upload(server, b"Dear Sir, please find attached"), 415, "not_a_pdf", "not a PDF", "convert it")
     assert_error(upload(server, b""), 400, "empty_file", "0 bytes")
-    no_file = httpx.post(f"{server.url}/v1/documents", files={"other": ("a.txt", b"x")}, headers=server.headers,
-                         timeout=10)
+    no_file = httpx.post(
+        f"{server.url}/v1/documents", files={"other": ("a.txt", b"x")}, headers=server.headers, timeout=10
+    )
     assert_error(no_file, 400, "bad_input", 'field "file"')
     assert_error(ask(server, "f" * 64, {"question": QUESTION}), 404, "not_found", "upload the PDF first")
     assert_error(ask(server, "..%2F..%2Fetc", {"question": QUESTION}), 404, "not_found")
-    assert_error(ask(server, sample_id, {"question": QUESTION, "questions": [QUESTION]}), 422, "invalid_request",
-                 '"question"', '"questions"')
+    assert_error(
+        ask(server, sample_id, {"question": QUESTION, "questions": [QUESTION]}),
+        422,
+        "invalid_request",
+        '"question"',
+        '"questions"',
+    )
     assert_error(ask(server, sample_id, {"questions": [QUESTION] * 9}), 422, "invalid_request", "at most 8")
     assert_error(ask(server, sample_id, {"question": "  "}), 422, "invalid_request", "empty")
     assert_error(ask(server, sample_id, {"question": QUESTION, "mode": "fast"}), 422, "invalid_request", "mode")
-    bad_json = httpx.post(f"{server.url}/v1/documents/{sample_id}/ask", content=b"{not json",
-                          headers={**server.headers, "Content-Type": "application/json"}, timeout=10)
+    bad_json = httpx.post(
+        f"{server.url}/v1/documents/{sample_id}/ask",
+        content=b"{not json",
+        headers={**server.headers, "Content-Type": "application/json"},
+        timeout=10,
+    )
     assert_error(bad_json, 422, "invalid_request", "JSON")
     for path in ("/v1/answers/0123", "/v1/reports/..%2F..%2Fetc%2Fpasswd"):
         assert_error(httpx.get(server.url + path, headers=server.headers, timeout=10), 404, "not_found")
@@ -368,8 +397,9 @@ def test_planted_instructions_stay_data(server: Served, tmp_path: Path) -> None:
 
 def test_analyze_returns_a_stored_report(server: Served, sample_id: str) -> None:
     url = f"{server.url}/v1/documents/{sample_id}/analyze"
-    response = httpx.post(url, json={"categories": ["Governing Law"], "mode": "no_think"}, headers=server.headers,
-                          timeout=120)
+    response = httpx.post(
+        url, json={"categories": ["Governing Law"], "mode": "no_think"}, headers=server.headers, timeout=120
+    )
     assert response.status_code == 200, response.text
     report = response.json()
     assert report["document_id"] == sample_id and [f["category"] for f in report["findings"]] == ["Governing Law"]
@@ -435,8 +465,12 @@ def test_metrics_use_route_templates_and_count_the_pipeline(server: Served, samp
     assert metric(samples, "docpipe_engine_tokens_per_second") > 0
     assert ("docpipe_engine_queue_depth", ()) in samples
     assert metric(samples, "docpipe_http_errors_total", route="/v1/documents", type="not_a_pdf") >= 1
-    assert metric(samples, "docpipe_http_request_duration_seconds_count", method="POST",
-                  route="/v1/documents/{doc_id}/ask") >= 100
+    assert (
+        metric(
+            samples, "docpipe_http_request_duration_seconds_count", method="POST", route="/v1/documents/{doc_id}/ask"
+        )
+        >= 100
+    )
     assert metric(samples, "docpipe_http_requests_total", method="GET", route="/ui", status="200") >= 1
 
 
@@ -450,7 +484,10 @@ def test_bad_serve_options_fail_in_one_line(tmp_path: Path) -> None:
     ):
         result = subprocess.run(
             [sys.executable, "-m", "docpipe", "serve", "--home", str(tmp_path / "home"), "--port", "0", *args],
-            capture_output=True, text=True, env=server_env(env), timeout=60,
+            capture_output=True,
+            text=True,
+            env=server_env(env),
+            timeout=60,
         )
         assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
         assert result.stderr.strip().startswith("docpipe: error: ") and fragment in result.stderr

@@ -68,8 +68,13 @@ def serving_options(
     log = home.parent / log_name
     with log.open("ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-c", _RUNNER, str(home), json.dumps(options)], stdout=out, stderr=subprocess.STDOUT,
-            env=server_env(), cwd=home.parent, start_new_session=True, preexec_fn=preexec,
+            [sys.executable, "-c", _RUNNER, str(home), json.dumps(options)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=server_env(),
+            cwd=home.parent,
+            start_new_session=True,
+            preexec_fn=preexec,
         )
     served = Served(f"http://127.0.0.1:{port}", home, process, log)
     try:
@@ -106,16 +111,19 @@ def strict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """Returns a running server: no token (loopback), 3 s for a request head, bodies at >= 4 KB/s after 1 s,
     at most LIMIT connections."""
     home = tmp_path_factory.mktemp("strict") / "home"
-    with serving_options(home, header_timeout_s=3, body_timeout_s=1, body_min_bytes_per_s=4096,
-                         limit_concurrency=LIMIT) as served:
+    with serving_options(
+        home, header_timeout_s=3, body_timeout_s=1, body_min_bytes_per_s=4096, limit_concurrency=LIMIT
+    ) as served:
         yield served
 
 
 def test_a_body_trickling_in_is_cut_with_408(strict: Served) -> None:
     """1 KB every 2 s of a declared 100 KB upload: uvicorn alone waits for it forever."""
     with connect(strict) as sock:
-        sock.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/pdf\r\n"
-                     b"Content-Length: 102400\r\n\r\n%PDF-1.4\n")
+        sock.sendall(
+            b"POST /v1/documents HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/pdf\r\n"
+            b"Content-Length: 102400\r\n\r\n%PDF-1.4\n"
+        )
         sock.settimeout(2)
         reply = b""
         for _ in range(SOCKET_S // 2):  # a bound, not a timing: without the cut, the loop ends and the test fails
@@ -137,8 +145,13 @@ def test_a_body_trickling_in_is_cut_with_408(strict: Served) -> None:
 
 def test_a_fast_body_is_not_cut(strict: Served) -> None:
     data = contract_pdf("1. Term. This Agreement runs for two (2) years from the Effective Date.")
-    response = httpx.post(f"{strict.url}/v1/documents", content=data, params={"name": "term.pdf"},
-                          headers={"Content-Type": "application/pdf"}, timeout=60)
+    response = httpx.post(
+        f"{strict.url}/v1/documents",
+        content=data,
+        params={"name": "term.pdf"},
+        headers={"Content-Type": "application/pdf"},
+        timeout=60,
+    )
     assert response.status_code == 200, response.text
 
 
@@ -188,12 +201,19 @@ def test_cross_site_posts_and_simple_request_uploads_are_refused(strict: Served)
     data = contract_pdf("1. Fees. Customer pays within thirty (30) days of each invoice.")
     for content_type in ("text/plain", "application/x-www-form-urlencoded", None):
         headers = {"Content-Type": content_type} if content_type else {}
-        assert_error(httpx.post(url, content=data, headers=headers, timeout=10), 415, "unsupported_media_type",
-                     "application/pdf", "multipart/form-data")
+        assert_error(
+            httpx.post(url, content=data, headers=headers, timeout=10),
+            415,
+            "unsupported_media_type",
+            "application/pdf",
+            "multipart/form-data",
+        )
     # Refused before the body is read: a 10 GB text/plain upload that never sends its body is answered at once.
     with connect(strict) as sock:
-        sock.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
-                     b"Content-Length: 10737418240\r\n\r\n")
+        sock.sendall(
+            b"POST /v1/documents HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
+            b"Content-Length: 10737418240\r\n\r\n"
+        )
         assert sock.recv(4096).startswith(b"HTTP/1.1 415")
     files = {"file": ("fees.pdf", data, "application/pdf")}
     foreign = httpx.post(url, files=files, headers={"Origin": "http://attacker.example"}, timeout=10)
@@ -213,8 +233,9 @@ def test_metrics_answer_only_this_machine_without_a_metrics_token(strict: Served
 
 def test_text_that_is_not_unicode_is_a_400(strict: Served) -> None:
     data = contract_pdf("1. Notice. Either Party may terminate upon ninety (90) days' written notice.")
-    doc = httpx.post(f"{strict.url}/v1/documents", content=data, headers={"Content-Type": "application/pdf"},
-                     timeout=60).json()
+    doc = httpx.post(
+        f"{strict.url}/v1/documents", content=data, headers={"Content-Type": "application/pdf"}, timeout=60
+    ).json()
     headers = {"Content-Type": "application/json"}
     for path, body in (
         ("ask", b'{"question": "What is the notice period? \\ud800"}'),
@@ -222,14 +243,17 @@ def test_text_that_is_not_unicode_is_a_400(strict: Served) -> None:
         ("ask", b'{"question": "What is the notice period?", "password": "\\ud800"}'),
         ("analyze", b'{"categories": ["Governing Law"], "password": "x\\udc80"}'),
     ):
-        response = httpx.post(f"{strict.url}/v1/documents/{doc['id']}/{path}", content=body, headers=headers,
-                              timeout=30)
+        response = httpx.post(
+            f"{strict.url}/v1/documents/{doc['id']}/{path}", content=body, headers=headers, timeout=30
+        )
         assert_error(response, 400, "bad_unicode", "not valid Unicode", "UTF-8")
-    invalid_utf8 = httpx.post(f"{strict.url}/v1/documents/{doc['id']}/ask", content=b'{"question": "\xff\xfe"}',
-                              headers=headers, timeout=30)
+    invalid_utf8 = httpx.post(
+        f"{strict.url}/v1/documents/{doc['id']}/ask", content=b'{"question": "\xff\xfe"}', headers=headers, timeout=30
+    )
     assert invalid_utf8.status_code == 400, invalid_utf8.text
-    fine = httpx.post(f"{strict.url}/v1/documents/{doc['id']}/ask", json={"question": f"{QUESTION} \U0001f600"},
-                      timeout=30)
+    fine = httpx.post(
+        f"{strict.url}/v1/documents/{doc['id']}/ask", json={"question": f"{QUESTION} \U0001f600"}, timeout=30
+    )
     assert fine.status_code == 200, fine.text
 
 
@@ -244,12 +268,20 @@ def test_metrics_token_and_an_access_log_without_names_or_questions(tmp_path: Pa
         assert right.status_code == 200 and "docpipe_http_requests_total" in right.text
 
         data = contract_pdf("1. Exclusivity. Seller shall not negotiate with any other buyer for sixty (60) days.")
-        doc = httpx.post(f"{served.url}/v1/documents", params={"name": "project-nightingale-merger.pdf"},
-                         content=data, headers={"Content-Type": "application/pdf"}, timeout=60).json()
+        doc = httpx.post(
+            f"{served.url}/v1/documents",
+            params={"name": "project-nightingale-merger.pdf"},
+            content=data,
+            headers={"Content-Type": "application/pdf"},
+            timeout=60,
+        ).json()
         files = {"file": ("project-nightingale-merger.pdf", data, "application/pdf")}
         assert httpx.post(f"{served.url}/v1/documents", files=files, timeout=60).status_code == 200
-        asked = httpx.post(f"{served.url}/v1/documents/{doc['id']}/ask?debug=nightingale",
-                           json={"question": "Is there an exclusivity period with Nightingale?"}, timeout=30)
+        asked = httpx.post(
+            f"{served.url}/v1/documents/{doc['id']}/ask?debug=nightingale",
+            json={"question": "Is there an exclusivity period with Nightingale?"},
+            timeout=30,
+        )
         answer_id = asked.json()["answers"][0]["id"]
         assert httpx.get(f"{served.url}/v1/answers/{answer_id}", timeout=10).status_code == 200
     log = served.log.read_text(errors="replace")
@@ -275,8 +307,12 @@ def test_a_write_the_disk_refuses_is_507_without_a_path(tmp_path: Path, sample_p
     home = tmp_path / "home"
     metrics_port = free_port()
     with serving_options(home, preexec=_file_size_limit, metrics_port=metrics_port) as served:
-        response = httpx.post(f"{served.url}/v1/documents", content=sample_pdf.read_bytes(),
-                              headers={"Content-Type": "application/pdf"}, timeout=120)
+        response = httpx.post(
+            f"{served.url}/v1/documents",
+            content=sample_pdf.read_bytes(),
+            headers={"Content-Type": "application/pdf"},
+            timeout=120,
+        )
         message = assert_error(response, 507, "insufficient_storage", "disk space")
         assert "/" not in message and str(home) not in response.text
         assert httpx.get(f"{served.url}/v1/health", timeout=10).status_code == 200
@@ -331,8 +367,14 @@ def test_an_exposed_address_without_authentication_is_refused(tmp_path: Path) ->
 
 
 def test_secrets_come_from_private_files_or_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("DOCPIPE_SERVE_TOKEN", "DOCPIPE_SERVE_TOKEN_FILE", "DOCPIPE_UI_AUTH", "DOCPIPE_UI_AUTH_FILE",
-                 "DOCPIPE_METRICS_TOKEN", "DOCPIPE_METRICS_TOKEN_FILE"):
+    for name in (
+        "DOCPIPE_SERVE_TOKEN",
+        "DOCPIPE_SERVE_TOKEN_FILE",
+        "DOCPIPE_UI_AUTH",
+        "DOCPIPE_UI_AUTH_FILE",
+        "DOCPIPE_METRICS_TOKEN",
+        "DOCPIPE_METRICS_TOKEN_FILE",
+    ):
         monkeypatch.delenv(name, raising=False)
     secret = tmp_path / "token"
     secret.write_text("s3cret-token-0123456789\n")

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from test_server import ENCRYPTED, ENCRYPTED_PASSWORD, QUESTION, Served, assert_error, serving
 
 pytestmark = pytest.mark.integration
@@ -21,7 +20,10 @@ pytestmark = pytest.mark.integration
 def docpipe_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "docpipe", "--home", str(home), *args],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
@@ -48,8 +50,7 @@ class Client:
         headers = {**self.headers, "Content-Type": "application/pdf"}
         if password:
             headers["X-Document-Password"] = password
-        return httpx.post(f"{self.url}/v1/documents", params={"name": name}, content=data, headers=headers,
-                          timeout=120)
+        return httpx.post(f"{self.url}/v1/documents", params={"name": name}, content=data, headers=headers, timeout=120)
 
     def ask(self, doc_id: str, body: dict) -> httpx.Response:
         return httpx.post(f"{self.url}/v1/documents/{doc_id}/ask", json=body, headers=self.headers, timeout=60)
@@ -136,8 +137,7 @@ def test_an_encrypted_pdfs_answers_need_its_password_or_a_grant(world: dict, eva
     # Carol, in the same matter, is not: the answer and the document need the password.
     assert_error(carol.ask(doc_id, {"question": "Who are the parties?"}), 422, "password_required")
     assert_error(carol.get(f"/v1/answers/{answer_id}"), 422, "password_required")
-    assert_error(carol.get(f"/v1/answers/{answer_id}", headers={"X-Document-Password": "guess"}), 403,
-                 "wrong_password")
+    assert_error(carol.get(f"/v1/answers/{answer_id}", headers={"X-Document-Password": "guess"}), 403, "wrong_password")
     assert carol.get(f"/v1/answers/{answer_id}", headers={"X-Document-Password": ENCRYPTED_PASSWORD}).status_code == 200
 
 
@@ -153,15 +153,21 @@ def test_deleting_leaves_nothing_and_the_access_log_says_who_did_what(world: dic
     buffer = io.BytesIO()
     pdf = canvas.Canvas(buffer)
     pdf.drawString(60, 740, "1. Term. This Agreement lasts five (5) years from the Effective Date of signature.")
-    pdf.drawString(60, 700, "2. Governing Law. This Agreement is governed by the laws of Zanzibar, as Quillfeather Ltd. chose.")
+    pdf.drawString(
+        60, 700, "2. Governing Law. This Agreement is governed by the laws of Zanzibar, as Quillfeather Ltd. chose."
+    )
     pdf.save()
     data = buffer.getvalue()
     bob = client(world, "bob")
     home: Path = world["home"]
     doc_id = bob.upload(data, "short.pdf").json()["id"]
     answer = bob.ask(doc_id, {"question": "What law governs?"}).json()["answers"][0]
-    report = httpx.post(f"{bob.url}/v1/documents/{doc_id}/analyze", headers=bob.headers, timeout=120,
-                        json={"categories": ["Governing Law"], "mode": "no_think"})
+    report = httpx.post(
+        f"{bob.url}/v1/documents/{doc_id}/analyze",
+        headers=bob.headers,
+        timeout=120,
+        json={"categories": ["Governing Law"], "mode": "no_think"},
+    )
     assert report.status_code == 200, report.text
     assert any(doc_id in p for p in _tree(home))
     assert bob.get(f"/v1/answers/{answer['id']}").json()["id"] == answer["id"]
@@ -180,8 +186,13 @@ def test_deleting_leaves_nothing_and_the_access_log_says_who_did_what(world: dic
     log = docpipe_cli(home, "audit", "--user", "bob", "--json")
     entries = [json.loads(line) for line in log.stdout.splitlines()]
     actions = [(e["action"], e["matter"], e["outcome"]) for e in entries if e["document"] == doc_id]
-    assert actions == [("upload", "deal-y", "ok"), ("ask", "deal-y", "ok"), ("analyze", "deal-y", "ok"),
-                       ("read_answer", "deal-y", "ok"), ("delete_document", "deal-y", "ok")]
+    assert actions == [
+        ("upload", "deal-y", "ok"),
+        ("ask", "deal-y", "ok"),
+        ("analyze", "deal-y", "ok"),
+        ("read_answer", "deal-y", "ok"),
+        ("delete_document", "deal-y", "ok"),
+    ]
     assert "What law governs?" not in (home / "audit" / "access.log").read_text()
     verified = docpipe_cli(home, "audit", "--verify")
     assert verified.returncode == 0 and "intact" in verified.stdout
@@ -209,8 +220,12 @@ def test_a_busy_extractor_answers_503_with_retry_after_but_stored_documents_pass
     from concurrent.futures import ThreadPoolExecutor
 
     slow = (eval_dir / "bad-pdfs" / "cuad-CERES-slow-extraction.pdf").read_bytes()
-    env = {"DOCPIPE_EXTRACTION__MAX_CONCURRENT": "1", "DOCPIPE_EXTRACTION__QUEUE_WAIT_S": "1",
-           "DOCPIPE_EXTRACTION__TIMEOUT_S": "20", "DOCPIPE_EXTRACTION__EXTRACTOR": "pypdf"}
+    env = {
+        "DOCPIPE_EXTRACTION__MAX_CONCURRENT": "1",
+        "DOCPIPE_EXTRACTION__QUEUE_WAIT_S": "1",
+        "DOCPIPE_EXTRACTION__TIMEOUT_S": "20",
+        "DOCPIPE_EXTRACTION__EXTRACTOR": "pypdf",
+    }
     with serving(tmp_path / "home", "--engine", "echo", "--no-ui", token=None, env=env) as served:
         local = Client(served, "none")
         local.headers = {}
@@ -241,8 +256,12 @@ def test_one_users_slow_uploads_leave_a_slot_for_everyone_else(
     home.mkdir()
     mallory, alice = new_key(home, "mallory", "deal-m:write"), new_key(home, "alice", "deal-a:write")
     slow = (eval_dir / "bad-pdfs" / "cuad-CERES-slow-extraction.pdf").read_bytes()
-    env = {"DOCPIPE_EXTRACTION__MAX_CONCURRENT": "2", "DOCPIPE_EXTRACTION__QUEUE_WAIT_S": "1",
-           "DOCPIPE_EXTRACTION__TIMEOUT_S": "20", "DOCPIPE_EXTRACTION__EXTRACTOR": "pypdf"}
+    env = {
+        "DOCPIPE_EXTRACTION__MAX_CONCURRENT": "2",
+        "DOCPIPE_EXTRACTION__QUEUE_WAIT_S": "1",
+        "DOCPIPE_EXTRACTION__TIMEOUT_S": "20",
+        "DOCPIPE_EXTRACTION__EXTRACTOR": "pypdf",
+    }
     with serving(home, "--engine", "echo", "--no-ui", token=None, env=env) as served:
         m, a = Client(served, mallory), Client(served, alice)
         with ThreadPoolExecutor(1) as pool:

@@ -281,9 +281,7 @@ def test_wrongly_shaped_json_is_treated_as_damage(
         assert [p.text for p in dp.ingest(sample_pdf).pages] == [p.text for p in doc.pages]
 
 
-def test_damaged_source_is_replaced_when_the_good_bytes_come_again(
-    pristine, tmp_path: Path, sample_pdf: Path
-) -> None:
+def test_damaged_source_is_replaced_when_the_good_bytes_come_again(pristine, tmp_path: Path, sample_pdf: Path) -> None:
     pristine_home, doc, _ = pristine
     home = _copy_of(pristine_home, tmp_path)
     folder = _doc_dir(home, doc.id)

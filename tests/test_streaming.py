@@ -303,8 +303,8 @@ def test_the_real_async_vllm_engine_streams_ask_after_ask(tmp_path: Path, sample
     """vLLM's AsyncLLM stays on the event loop it started on: every stream, including one stopped early
     (the request is aborted), must run on that same loop. The tiny random model writes noise."""
     pytest.importorskip("vllm", reason="vLLM is not installed: pip install 'docpipe[cpu]'")
-    from docpipe.engine.vllm import AsyncVLLMEngine
     from docpipe.answer.streaming import _LOOP
+    from docpipe.engine.vllm import AsyncVLLMEngine
     from docpipe.testing.models import build_tiny_qwen3
 
     engine = AsyncVLLMEngine(

@@ -373,11 +373,19 @@ def test_main_binds_loopback_and_asks_for_login(repo_root: Path, tmp_path: Path)
 
     port = _free_port()
     uploads = tmp_path / "gradio"
-    env = {**os.environ, "DOCPIPE_HOME": str(tmp_path / "home"), "GRADIO_ANALYTICS_ENABLED": "False",
-           "DOCPIPE_UI_AUTH": "alice:s3cret", "GRADIO_TEMP_DIR": str(uploads)}
+    env = {
+        **os.environ,
+        "DOCPIPE_HOME": str(tmp_path / "home"),
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "DOCPIPE_UI_AUTH": "alice:s3cret",
+        "GRADIO_TEMP_DIR": str(uploads),
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "docpipe.ui.app", "--preset", "test", "--port", str(port)],
-        cwd=repo_root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=repo_root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -573,7 +581,9 @@ def test_ingest_opens_only_what_its_upload_route_stored(
     planted = uploads / "0123abcd" / "contract.pdf"
     planted.parent.mkdir(parents=True)
     path = {
-        "outside": str(outside), "dot-dot": f"{uploads}/../outside/contract.pdf", "etc-passwd": "/etc/passwd",
+        "outside": str(outside),
+        "dot-dot": f"{uploads}/../outside/contract.pdf",
+        "etc-passwd": "/etc/passwd",
         "dev-zero": "/dev/zero",
     }.get(case, str(planted))
     if case == "symlink":
@@ -611,8 +621,13 @@ def test_gradio_sweeps_report_copies_from_its_cache(
     dp = DocPipe(Settings.preset("test", home=tmp_path / "home"))
     demo = build_app(dp, delete_cache=(1, 1))
     port = _free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                **launch_kwargs(max_upload_mb=5, store_root=dp.store.root))
+    demo.launch(
+        prevent_thread_lock=True,
+        server_name="127.0.0.1",
+        server_port=port,
+        quiet=True,
+        **launch_kwargs(max_upload_mb=5, store_root=dp.store.root),
+    )
     try:
         client = Client(f"http://127.0.0.1:{port}/", verbose=False, download_files=str(tmp_path / "client"))
         ingested = client.predict([handle_file(str(sample_pdf))], "", None, api_name="/ingest")

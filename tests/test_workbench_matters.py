@@ -64,9 +64,7 @@ def test_the_api_of_the_workbench_needs_a_login(keyed: dict) -> None:
     assert wrong.status_code in (400, 401), wrong.text  # alice's key does not log bob in
 
 
-def test_each_user_sees_only_their_matters_and_actions_are_logged(
-    keyed: dict, browser, sample_pdf: Path
-) -> None:
+def test_each_user_sees_only_their_matters_and_actions_are_logged(keyed: dict, browser, sample_pdf: Path) -> None:
     url = keyed["served"].url + "/ui/"
     context, page = _login(browser, url, "alice", keyed["alice"])
     try:

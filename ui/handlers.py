@@ -17,7 +17,6 @@ from typing import Any
 import gradio as gr
 from gradio import Request as GradioRequest
 
-from docpipe.answer.core import check_question
 from docpipe import (
     CHECKLIST,
     Answer,
@@ -27,6 +26,7 @@ from docpipe import (
     PasswordRequiredError,
     WrongPasswordError,
 )
+from docpipe.answer.core import check_question
 from docpipe.names import clean_upload_name
 from docpipe.ui.access import WorkbenchAccess
 from docpipe.ui.render import (

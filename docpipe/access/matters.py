@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from docpipe.errors import StoreError
 from docpipe.access.keys import check_matter_name
+from docpipe.errors import StoreError
 from docpipe.ingest.store import atomic_write, make_private_dir
 
 __all__ = ["MatterDocument", "MatterStore"]

@@ -110,7 +110,7 @@ class NumpyBertEncoder:
         for n in range(self._layers):
             p = f"encoder.layer.{n}."
 
-            def proj(name: str, h: np.ndarray) -> np.ndarray:  # noqa: B023 - called within this iteration
+            def proj(name: str, h: np.ndarray, p: str = p) -> np.ndarray:
                 out = h.reshape(batch * length, -1) @ w[p + name + ".weight"] + w[p + name + ".bias"]
                 return out.reshape(batch, length, -1)
 
@@ -126,12 +126,16 @@ class NumpyBertEncoder:
             context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, length, self.dim)
             x = _layer_norm(
                 x + proj("attention.output.dense", context),
-                w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"], self._eps,
+                w[p + "attention.output.LayerNorm.weight"],
+                w[p + "attention.output.LayerNorm.bias"],
+                self._eps,
             )
             hidden = _gelu(proj("intermediate.dense", x))
             x = _layer_norm(
                 x + proj("output.dense", hidden),
-                w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], self._eps,
+                w[p + "output.LayerNorm.weight"],
+                w[p + "output.LayerNorm.bias"],
+                self._eps,
             )
         pooled = (x * mask[..., None]).sum(1) / np.clip(mask.sum(1, keepdims=True), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)

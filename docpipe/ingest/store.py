@@ -19,8 +19,8 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import re
+import shutil
 import stat
 import sys
 import tempfile
@@ -134,7 +134,9 @@ class Store:
         if mode & 0o077:
             logger.warning(
                 "store folder %s belongs to another user and is open to others (mode %o): its owner should "
-                "run chmod 700 on it, or set DOCPIPE_HOME to a folder of your own", self.root, mode
+                "run chmod 700 on it, or set DOCPIPE_HOME to a folder of your own",
+                self.root,
+                mode,
             )
 
     def doc_dir(self, doc_id: str) -> Path:

@@ -38,8 +38,8 @@ except ImportError:  # pragma: no cover
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from docpipe.server.metrics import Metrics
     from docpipe.pipeline import DocPipe
+    from docpipe.server.metrics import Metrics
 
 __all__ = ["create_app", "serve"]
 
@@ -111,8 +111,10 @@ class _TrustedHosts:
         raw_host = headers.get(b"host", b"").decode("latin-1")
         if not self._ok(_host_of(raw_host)):
             scope["docpipe.error"] = "bad_host"
-            message = (f"this server does not answer to the host name {raw_host[:100]!r}: open it as one of "
-                       f"{', '.join(sorted(self.allowed))}, or start it with that name allowed (allowed_hosts)")
+            message = (
+                f"this server does not answer to the host name {raw_host[:100]!r}: open it as one of "
+                f"{', '.join(sorted(self.allowed))}, or start it with that name allowed (allowed_hosts)"
+            )
             await self._refuse(scope, send, 400, "bad_host", message)
             return
         origin = headers.get(b"origin")
@@ -120,8 +122,10 @@ class _TrustedHosts:
             text = origin.decode("latin-1")
             if not self._ok(_host_of(text.partition("://")[2])):
                 scope["docpipe.error"] = "cross_site"
-                message = (f"cross-site request from {text[:100]!r} refused: call the API from a program (no Origin "
-                           "header) or from the workbench this server serves")
+                message = (
+                    f"cross-site request from {text[:100]!r} refused: call the API from a program (no Origin "
+                    "header) or from the workbench this server serves"
+                )
                 await self._refuse(scope, send, 403, "cross_site", message)
                 return
         await self.app(scope, receive, send)
@@ -157,34 +161,53 @@ def _install_metrics_route(app: FastAPI, options: ServeOptions, metrics: Metrics
     one, only loopback clients of a loopback-bound server; with a separate metrics port, nobody here."""
     loopback_server = is_loopback(options.host)
 
-    @app.get("/metrics", tags=["service"], summary="Prometheus metrics", response_class=Response,
-             responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"},
-                        401: {"description": "Missing or wrong metrics token"},
-                        404: {"description": "Metrics are not served to this client here"}})
+    @app.get(
+        "/metrics",
+        tags=["service"],
+        summary="Prometheus metrics",
+        response_class=Response,
+        responses={
+            200: {"content": {"text/plain": {}}, "description": "Prometheus text format"},
+            401: {"description": "Missing or wrong metrics token"},
+            404: {"description": "Metrics are not served to this client here"},
+        },
+    )
     def guarded_metrics(request: Request) -> Response:
         """Returns the Prometheus metrics: needs the metrics token (``DOCPIPE_METRICS_TOKEN``) when one is set;
         without one, answers loopback clients of a loopback-bound server only."""
         if options.metrics_port is not None:
-            return _refusal(request, 404, "not_found", "metrics are served on "
-                            f"http://127.0.0.1:{options.metrics_port}/metrics (--metrics-port), not here")
+            return _refusal(
+                request,
+                404,
+                "not_found",
+                f"metrics are served on http://127.0.0.1:{options.metrics_port}/metrics (--metrics-port), not here",
+            )
         if options.metrics_token is not None:
             scheme, _, given = (request.headers.get("authorization") or "").partition(" ")
             if scheme.lower() != "bearer" or not secrets.compare_digest(
                 given.strip().encode(), options.metrics_token.encode()
             ):
-                return _refusal(request, 401, "unauthorized", "/metrics needs Authorization: Bearer <the metrics "
-                                f"token> (the server's {METRICS_TOKEN_ENV})", {"WWW-Authenticate": "Bearer"})
+                return _refusal(
+                    request,
+                    401,
+                    "unauthorized",
+                    f"/metrics needs Authorization: Bearer <the metrics token> (the server's {METRICS_TOKEN_ENV})",
+                    {"WWW-Authenticate": "Bearer"},
+                )
         elif not (loopback_server and request.client is not None and is_loopback(request.client.host)):
-            return _refusal(request, 404, "not_found", "/metrics answers only this machine when no metrics token "
-                            f"is set: give the server {METRICS_TOKEN_ENV} or {METRICS_TOKEN_FILE_ENV} and send it "
-                            "as a bearer token, or use --metrics-port")
+            return _refusal(
+                request,
+                404,
+                "not_found",
+                "/metrics answers only this machine when no metrics token "
+                f"is set: give the server {METRICS_TOKEN_ENV} or {METRICS_TOKEN_FILE_ENV} and send it "
+                "as a bearer token, or use --metrics-port",
+            )
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 
 
-def _refusal(
-    request: Request, status: int, kind: str, message: str, headers: dict[str, str] | None = None
-) -> Response:
+def _refusal(request: Request, status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> Response:
     from fastapi.responses import JSONResponse
 
     request.scope["docpipe.error"] = kind
@@ -306,8 +329,13 @@ def _mount_ui(app: FastAPI, dp: DocPipe, options: ServeOptions) -> None:
     demo = build_app(dp, max_upload_mb=options.max_upload_mb, max_pages=pages, access=access)
     kwargs = launch_kwargs(max_upload_mb=options.max_upload_mb, store_root=dp.store.root)
     gr.mount_gradio_app(
-        app, demo, path=options.ui_path, server_name=options.host, server_port=options.port,
-        auth=access.auth(), **kwargs,
+        app,
+        demo,
+        path=options.ui_path,
+        server_name=options.host,
+        server_port=options.port,
+        auth=access.auth(),
+        **kwargs,
     )
     # Gradio checks that a file named in an API call was uploaded (and not in blocked_paths) only once the app
     # is marked launched, which mount_gradio_app never does (gradio 6.31): without this, an API call naming
@@ -355,8 +383,14 @@ def _close_engine(dp: DocPipe) -> None:
 # -- running ------------------------------------------------------------------------------------------------
 def _raw_reply(status: bytes, kind: str, message: str) -> bytes:
     body = json.dumps(_error_body(kind, message)).encode()
-    return (b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\ncontent-length: "
-            + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
+    return (
+        b"HTTP/1.1 "
+        + status
+        + b"\r\ncontent-type: application/json\r\ncontent-length: "
+        + str(len(body)).encode()
+        + b"\r\nconnection: close\r\n\r\n"
+        + body
+    )
 
 
 def _head_deadline_protocol(header_timeout_s: float, max_head_bytes: int) -> type:
@@ -370,10 +404,16 @@ def _head_deadline_protocol(header_timeout_s: float, max_head_bytes: int) -> typ
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    timed_out = _raw_reply(b"408 Request Timeout", "header_timeout", f"the request line and headers did not "
-                           f"arrive within {header_timeout_s:g} s: send the whole request")
-    too_large = _raw_reply(b"431 Request Header Fields Too Large", "headers_too_large", f"the request line and "
-                           f"headers are over {max_head_bytes // 1024} KB: send fewer or shorter headers")
+    timed_out = _raw_reply(
+        b"408 Request Timeout",
+        "header_timeout",
+        f"the request line and headers did not arrive within {header_timeout_s:g} s: send the whole request",
+    )
+    too_large = _raw_reply(
+        b"431 Request Header Fields Too Large",
+        "headers_too_large",
+        f"the request line and headers are over {max_head_bytes // 1024} KB: send fewer or shorter headers",
+    )
 
     class HeadDeadlineH11Protocol(H11Protocol):
         _head_timer: asyncio.TimerHandle | None = None
@@ -446,8 +486,13 @@ def serve(dp: DocPipe, options: ServeOptions) -> int:
     metrics_server = _start_metrics_listener(app, options.metrics_port) if options.metrics_port else None
     try:
         uvicorn.run(
-            app, host=options.host, port=options.port, log_level=options.log_level,
-            timeout_graceful_shutdown=10, server_header=False, access_log=False,
+            app,
+            host=options.host,
+            port=options.port,
+            log_level=options.log_level,
+            timeout_graceful_shutdown=10,
+            server_header=False,
+            access_log=False,
             http=_head_deadline_protocol(options.header_timeout_s, options.max_header_kb * 1024),
             h11_max_incomplete_event_size=options.max_header_kb * 1024,
             limit_concurrency=options.limit_concurrency,
@@ -466,7 +511,8 @@ def _start_metrics_listener(app: FastAPI, port: int) -> Any:
     try:
         server, _thread = start_wsgi_server(port, addr="127.0.0.1", registry=app.state.metrics.registry)
     except OSError as exc:
-        raise ConfigError(f"cannot serve metrics on 127.0.0.1:{port} ({exc.strerror}): choose another "
-                          "--metrics-port") from exc
+        raise ConfigError(
+            f"cannot serve metrics on 127.0.0.1:{port} ({exc.strerror}): choose another --metrics-port"
+        ) from exc
     logger.info("metrics on http://127.0.0.1:%d/metrics", port)
     return server

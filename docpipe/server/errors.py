@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import (
     BusyError,
-    EncryptionCheckError,
-    TooMuchTextError,
     ConfigError,
     DependencyError,
     DocpipeError,
     EmptyFileError,
+    EncryptionCheckError,
     EngineError,
     EngineUnavailableError,
     ExtractionError,
@@ -31,6 +30,7 @@ from docpipe.errors import (
     NoTextError,
     PasswordRequiredError,
     StoreError,
+    TooMuchTextError,
     WrongPasswordError,
 )
 
@@ -108,8 +108,10 @@ def _http_message(exc: DocpipeError) -> str:
     """Returns the error's message, with the fix said in HTTP terms where the library's names the CLI's."""
     name = getattr(exc, "path", None) or "the document"
     if isinstance(exc, PasswordRequiredError):
-        return (f"{name} is encrypted: send its password (the X-Document-Password header or the multipart field "
-                '"password" on upload; "password" in the JSON body of ask and analyze)')
+        return (
+            f"{name} is encrypted: send its password (the X-Document-Password header or the multipart field "
+            '"password" on upload; "password" in the JSON body of ask and analyze)'
+        )
     if isinstance(exc, WrongPasswordError):
         return f"the password does not open {name}: check it (the user or the owner password both work)"
     if isinstance(exc, EngineUnavailableError):
@@ -118,13 +120,16 @@ def _http_message(exc: DocpipeError) -> str:
         return _NO_SPACE_MESSAGE
     if isinstance(exc, StoreError):
         # The library's message names the store's folder: the operator's to see (in the log), not a client's.
-        return ("the server cannot read or write its store: try again later; the operator finds the cause in "
-                "the server log")
+        return (
+            "the server cannot read or write its store: try again later; the operator finds the cause in the server log"
+        )
     return str(exc)
 
 
-_NO_SPACE_MESSAGE = ("the server has no room left to store this: try again later; the operator must free disk "
-                     "space (the server log says where)")
+_NO_SPACE_MESSAGE = (
+    "the server has no room left to store this: try again later; the operator must free disk "
+    "space (the server log says where)"
+)
 
 
 def _error_body(kind: str, message: str) -> dict[str, Any]:
@@ -148,11 +153,13 @@ class BodyTimeout(_HTTPException):  # type: ignore[misc,valid-type]
 # -- ASGI middleware ----------------------------------------------------------------------------------------
 async def _send_json(send: Any, status: int, body: dict[str, Any]) -> None:
     payload = json.dumps(body).encode()
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
-    })
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": payload})
 
 
@@ -199,8 +206,10 @@ class _BodyLimit:
             media = headers.get(b"content-type", b"").decode("latin-1").partition(";")[0].strip().lower()
             if media not in _UPLOAD_TYPES:
                 scope["docpipe.error"] = "unsupported_media_type"
-                message = (f"uploads must be Content-Type: application/pdf (the PDF as the body) or "
-                           f'multipart/form-data (the PDF in the field "file"), not {media[:60] or "none"!r}')
+                message = (
+                    f"uploads must be Content-Type: application/pdf (the PDF as the body) or "
+                    f'multipart/form-data (the PDF in the field "file"), not {media[:60] or "none"!r}'
+                )
                 await _send_json(send, 415, _error_body("unsupported_media_type", message))
                 return
         uploading = path.rstrip("/") == self.upload_path or (self.ui_prefix and path.startswith(self.ui_prefix))
@@ -229,7 +238,7 @@ class _BodyLimit:
             deadline = first_read + self.grace_s + received / self.min_bytes_per_s
             try:
                 message = await asyncio.wait_for(receive(), timeout=max(0.0, deadline - now))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 scope["docpipe.error"] = "body_timeout"
                 raise BodyTimeout(
                     f"the body arrived too slowly ({received} bytes in {time.monotonic() - first_read:.0f} s; this "
@@ -250,8 +259,10 @@ class _BodyLimit:
 
 def _too_large(size: int | None, limit: int, flag: str) -> str:
     what = f"the body is {size / 1048576:.1f} MB" if size is not None else "the body is over the limit"
-    return (f"{what}; this server takes at most {limit / 1048576:.2f} MB here: send less (split the document or "
-            f"the questions), or start the server with a larger {flag}")
+    return (
+        f"{what}; this server takes at most {limit / 1048576:.2f} MB here: send less (split the document or "
+        f"the questions), or start the server with a larger {flag}"
+    )
 
 
 def route_of(scope: dict[str, Any]) -> str:
@@ -296,8 +307,13 @@ def _install_error_handlers(app: FastAPI) -> None:
         # Text that cannot be encoded reached the pipeline: a lone surrogate ("\ud800" in JSON) from the client.
         if "surrogate" not in str(exc.reason):
             return await unexpected(request, exc)
-        return respond(request, 400, "bad_unicode", "the request holds text that is not valid Unicode (a lone "
-                       "surrogate such as \\ud800): send well-formed UTF-8 text")
+        return respond(
+            request,
+            400,
+            "bad_unicode",
+            "the request holds text that is not valid Unicode (a lone "
+            "surrogate such as \\ud800): send well-formed UTF-8 text",
+        )
 
     @app.exception_handler(OSError)
     async def os_error(request: Request, exc: OSError):
@@ -311,10 +327,15 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
-        kind = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-                405: "method_not_allowed", 408: "body_timeout", 413: "body_too_large"}.get(
-            exc.status_code, f"http_{exc.status_code}"
-        )
+        kind = {
+            400: "bad_request",
+            401: "unauthorized",
+            403: "forbidden",
+            404: "not_found",
+            405: "method_not_allowed",
+            408: "body_timeout",
+            413: "body_too_large",
+        }.get(exc.status_code, f"http_{exc.status_code}")
         if exc.status_code == 404 and detail == "Not Found":
             detail = f"no route {request.method} {request.url.path}: the API is described at /docs"
         elif exc.status_code == 405:
@@ -325,8 +346,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def unexpected(request: Request, exc: Exception):
         # Sent by Starlette's outermost middleware; the traceback goes to the log, not to the client.
         reference = uuid.uuid4().hex[:12]
-        logger.error("unexpected error %s in %s %s", reference, request.method, route_of(request.scope),
-                     exc_info=(type(exc), exc, exc.__traceback__))
+        logger.error(
+            "unexpected error %s in %s %s",
+            reference,
+            request.method,
+            route_of(request.scope),
+            exc_info=(type(exc), exc, exc.__traceback__),
+        )
         return JSONResponse(
             _error_body("internal_error", f"unexpected server error (reference {reference}): see the server log"),
             status_code=500,

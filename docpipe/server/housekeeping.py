@@ -67,8 +67,9 @@ class Housekeeper:
         """Removes the whole matter: its documents' records, its answers and reports, then settles the store
         for each of its documents."""
         ids = self.matters.delete_matter(matter)
-        removed = Removed(documents=len(ids), results=self.results.delete_matter(matter),
-                          cached_answers=self.dp.forget_matter(matter))
+        removed = Removed(
+            documents=len(ids), results=self.results.delete_matter(matter), cached_answers=self.dp.forget_matter(matter)
+        )
         for doc_id in ids:
             removed += self._settle(doc_id)
         return removed

@@ -43,25 +43,36 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
-            "docpipe_http_requests", "HTTP requests by method, route template and status code.",
-            ["method", "route", "status"], registry=r,
+            "docpipe_http_requests",
+            "HTTP requests by method, route template and status code.",
+            ["method", "route", "status"],
+            registry=r,
         )
         self.errors = Counter(
-            "docpipe_http_errors", "HTTP requests answered with an error, by route template and error type.",
-            ["route", "type"], registry=r,
+            "docpipe_http_errors",
+            "HTTP requests answered with an error, by route template and error type.",
+            ["route", "type"],
+            registry=r,
         )
         self.latency = Histogram(
-            "docpipe_http_request_duration_seconds", "Time to answer an HTTP request, by route template.",
-            ["method", "route"], buckets=LATENCY_BUCKETS, registry=r,
+            "docpipe_http_request_duration_seconds",
+            "Time to answer an HTTP request, by route template.",
+            ["method", "route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self.in_flight = Gauge("docpipe_http_requests_in_flight", "HTTP requests being handled now.", registry=r)
         self.batch_size = Histogram(
-            "docpipe_engine_batch_size", "Requests per engine batch formed by the batcher.",
-            buckets=BATCH_BUCKETS, registry=r,
+            "docpipe_engine_batch_size",
+            "Requests per engine batch formed by the batcher.",
+            buckets=BATCH_BUCKETS,
+            registry=r,
         )
         self.batch_seconds = Histogram(
-            "docpipe_engine_batch_duration_seconds", "Time the engine took per batch.",
-            buckets=LATENCY_BUCKETS, registry=r,
+            "docpipe_engine_batch_duration_seconds",
+            "Time the engine took per batch.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self.queue_depth = Gauge(
             "docpipe_engine_queue_depth", "Requests waiting for the engine (not yet in a batch).", registry=r
@@ -73,11 +84,10 @@ class Metrics:
         self.cache = Counter(
             "docpipe_answer_cache", "Answer-cache lookups by result (hit or miss).", ["result"], registry=r
         )
-        self.pages = Counter("docpipe_pages_ingested", "Pages extracted and indexed (not loaded from the store).",
-                             registry=r)
-        self.documents = Counter(
-            "docpipe_documents_uploaded", "Documents accepted by POST /v1/documents.", registry=r
+        self.pages = Counter(
+            "docpipe_pages_ingested", "Pages extracted and indexed (not loaded from the store).", registry=r
         )
+        self.documents = Counter("docpipe_documents_uploaded", "Documents accepted by POST /v1/documents.", registry=r)
         self._attached = False
 
     def attach(self) -> None:

@@ -3,9 +3,8 @@ routes declare."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
 import re
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -75,8 +74,9 @@ class DocumentInfo(BaseModel):
 class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    question: str | None = Field(None, description="One question.", examples=[
-        "What is the notice period for termination for convenience?"])
+    question: str | None = Field(
+        None, description="One question.", examples=["What is the notice period for termination for convenience?"]
+    )
     questions: list[str] | None = Field(None, description="Several questions, answered as one engine batch.")
     mode: Mode | None = Field(None, description="Thinking mode: auto (think for analysis questions), think, no_think.")
     k: int | None = Field(None, ge=1, le=64, description="Sections to retrieve per question (default 4).")
@@ -231,5 +231,6 @@ class Deleted(BaseModel):
     deleted: str = Field(description="What was deleted: a document id, or the matter's name.")
     documents: int = Field(description="Documents removed from the matter.")
     answers_and_reports: int = Field(description="Stored answers and reports removed.")
-    purged: int = Field(description="Documents whose PDF, text, indexes and cached answers left the store "
-                        "(no other matter holds them).")
+    purged: int = Field(
+        description="Documents whose PDF, text, indexes and cached answers left the store (no other matter holds them)."
+    )

@@ -51,13 +51,15 @@ if TYPE_CHECKING:
     from docpipe.access.keys import KeyStore
     from docpipe.access.log import AccessLog
     from docpipe.access.matters import MatterDocument, MatterStore
-    from docpipe.server.metrics import Metrics
     from docpipe.pipeline import DocPipe
     from docpipe.server.housekeeping import Housekeeper
+    from docpipe.server.metrics import Metrics
     from docpipe.server.storage import ResultStore
     from docpipe.types import Document
 
 _DOC_ID = re.compile(r"^[0-9a-f]{64}$")
+
+
 def _http(exc: AccessDenied) -> Exception:
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
     return _HTTPException(exc.status, detail=exc.message, headers=headers)
@@ -129,8 +131,13 @@ def _install_routes(app: FastAPI) -> None:
             raise
         finally:
             audit.record(
-                user=who.user, key_id=who.key_id, matter=who.matter, action=action, document=document,
-                question=questions, outcome=outcome,
+                user=who.user,
+                key_id=who.key_id,
+                matter=who.matter,
+                action=action,
+                document=document,
+                question=questions,
+                outcome=outcome,
             )
 
     def matter_record(who: Caller, doc_id: str) -> MatterDocument:
@@ -167,8 +174,7 @@ def _install_routes(app: FastAPI) -> None:
             check_question(question, which=f"question {number}")
             if len(question) > options.max_question_chars:
                 raise ConfigError(
-                    f"question {number} is {len(question)} characters long; keep it under "
-                    f"{options.max_question_chars}"
+                    f"question {number} is {len(question)} characters long; keep it under {options.max_question_chars}"
                 )
         return questions
 
@@ -195,8 +201,13 @@ def _install_routes(app: FastAPI) -> None:
             raise _http(exc) from None
         with logged(who, "delete_matter"):
             removed = housekeeper.delete_matter(who.matter)
-        return {"matter": who.matter, "deleted": who.matter, "documents": removed.documents,
-                "answers_and_reports": removed.results, "purged": removed.purged}
+        return {
+            "matter": who.matter,
+            "deleted": who.matter,
+            "documents": removed.documents,
+            "answers_and_reports": removed.results,
+            "purged": removed.purged,
+        }
 
     # -- documents -------------------------------------------------------------------------------------
     @api.post(
@@ -237,7 +248,7 @@ def _install_routes(app: FastAPI) -> None:
                     label = name
                 size = out.tell()
             if not size:
-                raise EmptyFileError("the upload is empty (0 bytes): send the PDF as the body or the field \"file\"")
+                raise EmptyFileError('the upload is empty (0 bytes): send the PDF as the body or the field "file"')
             digest = await run_in_threadpool(_sha256_file, spool)
             with logged(who, "upload", digest):
                 # A user's uploads take at most all but one extraction slot: slow ones cannot lock others out.
@@ -245,8 +256,13 @@ def _install_routes(app: FastAPI) -> None:
                 display = clean_upload_name(label)
                 doc = await run_in_threadpool(dp.ingest, spool, password=password or None, name=display, owner=owner)
                 record = matters.add(
-                    who.matter, doc.id, name=display, user=who.user, key_id=who.key_id,
-                    encrypted=doc.encrypted, grant=_is_key(who),
+                    who.matter,
+                    doc.id,
+                    name=display,
+                    user=who.user,
+                    key_id=who.key_id,
+                    encrypted=doc.encrypted,
+                    grant=_is_key(who),
                 )
         finally:
             os.unlink(spool)
@@ -283,8 +299,13 @@ def _install_routes(app: FastAPI) -> None:
         matter_record(who, doc_id)
         with logged(who, "delete_document", doc_id):
             removed = housekeeper.remove(who.matter, doc_id)
-        return {"matter": who.matter, "deleted": doc_id, "documents": removed.documents,
-                "answers_and_reports": removed.results, "purged": removed.purged}
+        return {
+            "matter": who.matter,
+            "deleted": doc_id,
+            "documents": removed.documents,
+            "answers_and_reports": removed.results,
+            "purged": removed.purged,
+        }
 
     def ask_sync(who: Caller, doc_id: str, body: AskRequest) -> dict[str, Any]:
         questions = check_questions(body.all_questions())
@@ -323,8 +344,9 @@ def _install_routes(app: FastAPI) -> None:
         if record is None:
             what = kind[:-1]
             raise _HTTPException(
-                404, detail=f"no {what} with id {key[:80]!r} in matter {who.matter!r}: use an id an "
-                f"{'ask' if what == 'answer' else 'analyze'} returned"
+                404,
+                detail=f"no {what} with id {key[:80]!r} in matter {who.matter!r}: use an id an "
+                f"{'ask' if what == 'answer' else 'analyze'} returned",
             )
         with logged(who, f"read_{kind[:-1]}", str(record.get("document_id", ""))):
             # The answer quotes the contract: an encrypted PDF's answers need what its text needs.

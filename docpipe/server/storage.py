@@ -240,8 +240,7 @@ class ResultStore:
                     filed += 1
         atomic_write(self.root / _INDEX / ".format", b"2\n")
         if filed:
-            logger.info("filed %d stored answers and reports by document, in the matter %r", filed,
-                        DEFAULT_MATTER)
+            logger.info("filed %d stored answers and reports by document, in the matter %r", filed, DEFAULT_MATTER)
 
     @staticmethod
     def _listdir(folder: Path) -> list[str]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from docpipe.answer.cache.base import DEFAULT_TTL_S, check_age, check_ttl, decode, document_of, encode, redact
 from docpipe.errors import ConfigError, DependencyError, StoreError
@@ -19,6 +20,7 @@ logger = logging.getLogger(__name__)
 
 def _glob_escape(text: str) -> str:
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
 
 # KEYS: entry, created zset, index sets; ARGV: value ('' keeps the stored one), lifetime in ms ('' for
 # none), cache key, creation time. A set lives as long as its longest-lived entry.

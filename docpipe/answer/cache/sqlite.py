@@ -12,9 +12,10 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from docpipe.answer.cache.base import DEFAULT_TTL_S, check_age, check_ttl, decode, document_of, encode
 from docpipe.errors import StoreError
@@ -71,8 +72,7 @@ class SQLiteCache:
             raise self._error("cannot open", exc) from exc
         except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed"
             aside = self.path.with_name(f"{self.path.name}.corrupt-{datetime.now():%Y%m%dT%H%M%S%f}")
-            logger.warning("answer cache %s is damaged (%s); moved it to %s and starting afresh",
-                           self.path, exc, aside)
+            logger.warning("answer cache %s is damaged (%s); moved it to %s and starting afresh", self.path, exc, aside)
             for suffix in ("", "-wal", "-shm"):
                 try:
                     os.replace(f"{self.path}{suffix}", f"{aside}{suffix}")
@@ -99,9 +99,7 @@ class SQLiteCache:
 
     def _connect(self) -> sqlite3.Connection:
         self._make_private()
-        conn = sqlite3.connect(
-            self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
-        )
+        conn = sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
             conn.execute("PRAGMA journal_mode = WAL")
@@ -124,8 +122,9 @@ class SQLiteCache:
             pass
         for suffix in ("", "-wal", "-shm"):
             if tighten_mode(Path(f"{self.path}{suffix}"), FILE_MODE):
-                logger.warning("answer cache file %s%s was readable by others; made it private (0600)",
-                               self.path, suffix)
+                logger.warning(
+                    "answer cache file %s%s was readable by others; made it private (0600)", self.path, suffix
+                )
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         """Brings the file to the current schema; one process does it while others wait on the lock."""
@@ -206,9 +205,7 @@ class SQLiteCache:
         conn = self._connection()
         with self._lock:
             try:
-                row = conn.execute(
-                    "SELECT value, expires FROM answers WHERE key = ?", (key,)
-                ).fetchone()
+                row = conn.execute("SELECT value, expires FROM answers WHERE key = ?", (key,)).fetchone()
             except sqlite3.DatabaseError as exc:
                 raise self._error("cannot read", exc) from exc
             now = self._now()
@@ -241,8 +238,7 @@ class SQLiteCache:
         self._write(
             "INSERT OR REPLACE INTO answers (key, value, created, expires, document_id, matter) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            (key, encode(value), now, None if ttl is None else now + ttl, document_of(value, document_id),
-             matter),
+            (key, encode(value), now, None if ttl is None else now + ttl, document_of(value, document_id), matter),
         )
         self._puts += 1
         if self._puts % self._PURGE_EVERY == 0:
@@ -290,10 +286,12 @@ class SQLiteCache:
     def sweep(self, max_age_s: float) -> int:
         """Returns how many entries put more than `max_age_s` seconds ago (or already expired) it removed."""
         now = self._now()
-        return self._forget(self._write(
-            "DELETE FROM answers WHERE created < ? OR (expires IS NOT NULL AND expires <= ?)",
-            (now - check_age(max_age_s), now),
-        ))
+        return self._forget(
+            self._write(
+                "DELETE FROM answers WHERE created < ? OR (expires IS NOT NULL AND expires <= ?)",
+                (now - check_age(max_age_s), now),
+            )
+        )
 
     def clear(self) -> None:
         """Removes every entry."""

@@ -100,7 +100,12 @@ def extract_document(
         logger.warning("%s: %s", name, page.describe())
     logger.info(
         "extracted %s with %s: %s pages (%s without text, %s failed) in %.2f s",
-        name, settings.extractor, len(pages), len(no_text), len(failed), time.monotonic() - started,
+        name,
+        settings.extractor,
+        len(pages),
+        len(no_text),
+        len(failed),
+        time.monotonic() - started,
     )
     return Extraction(pages, EncryptionStatus(*reply["encryption"]))
 
@@ -168,6 +173,4 @@ def _check_pdf_bytes(data: bytes, name: str) -> None:
         if not kind and data.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html")):
             kind = "an HTML page"
         described = f"{head!r}, {kind}" if kind else f"{head!r}"
-        raise NotAPDFError(
-            f"{name} is not a PDF (it starts with {described}): convert it to PDF first", path=name
-        )
+        raise NotAPDFError(f"{name} is not a PDF (it starts with {described}): convert it to PDF first", path=name)

@@ -40,11 +40,17 @@ class TextBudget:
                 f"page {self.number} of {self.name} holds more than {self.max_page_chars:,} characters of text "
                 "(the densest contract pages hold about 6,500): it looks crafted to exhaust the server. If it is "
                 "genuine, raise DOCPIPE_EXTRACTION__MAX_PAGE_CHARS",
-                path=self.name, extractor=self.extractor, page=self.number, max_page_chars=self.max_page_chars,
+                path=self.name,
+                extractor=self.extractor,
+                page=self.number,
+                max_page_chars=self.max_page_chars,
             )
         if self.total + page_chars > self.max_chars:
             raise TooMuchTextError(
                 f"the text of {self.name} exceeds {self.max_chars:,} characters (reached on page {self.number}): "
                 "split the PDF, or raise DOCPIPE_EXTRACTION__MAX_CHARS",
-                path=self.name, extractor=self.extractor, page=self.number, max_chars=self.max_chars,
+                path=self.name,
+                extractor=self.extractor,
+                page=self.number,
+                max_chars=self.max_chars,
             )

@@ -26,7 +26,10 @@ def malformed(name: str, extractor: str, reason: str, **context: Any) -> Malform
     return MalformedPDFError(
         f"{name} could not be read: {reason}. Try --extractor {other_extractor(extractor)}, or repair it with "
         "`qpdf in.pdf out.pdf`",
-        path=name, extractor=extractor, reason=reason, **context,
+        path=name,
+        extractor=extractor,
+        reason=reason,
+        **context,
     )
 
 
@@ -34,7 +37,9 @@ def out_of_memory(name: str, extractor: str, memory_limit_mb: int) -> Extraction
     return ExtractionError(
         f"{name} needs more memory than the extraction worker may use ({memory_limit_mb} MB): it may be a "
         "decompression bomb; if it is a genuinely large document, raise DOCPIPE_EXTRACTION__MEMORY_LIMIT_MB",
-        path=name, extractor=extractor, memory_limit_mb=memory_limit_mb,
+        path=name,
+        extractor=extractor,
+        memory_limit_mb=memory_limit_mb,
     )
 
 

@@ -62,7 +62,8 @@ def broken_encryption(name: str, problem: str) -> MalformedPDFError:
     return MalformedPDFError(
         f"{name} cannot be decrypted: its encryption dictionary is broken ({problem}): re-export it from the "
         "program that made it, or try `qpdf --decrypt in.pdf out.pdf`",
-        path=name, reason=f"broken encryption dictionary: {problem}",
+        path=name,
+        reason=f"broken encryption dictionary: {problem}",
     )
 
 
@@ -102,7 +103,9 @@ def check_failed(name: str, extractor: str, reason: str) -> EncryptionCheckError
         f"could not check whether {name} is encrypted, so it is treated as locked ({reason.rstrip('.')}). "
         f"Try --extractor {other_extractor(extractor)}, or upload a copy repaired and decrypted with "
         "`qpdf --decrypt --password=PASSWORD in.pdf out.pdf`",
-        path=name, extractor=extractor, reason=reason,
+        path=name,
+        extractor=extractor,
+        reason=reason,
     )
 
 

@@ -49,7 +49,9 @@ def read_pages(
         raise InputError(
             f"{name} has {count} pages, more than the limit of {max_pages}: split it, or raise "
             "DOCPIPE_EXTRACTION__MAX_PAGES",
-            path=name, pages=count, max_pages=max_pages,
+            path=name,
+            pages=count,
+            max_pages=max_pages,
         )
     pages: list[tuple[int, str, str, str]] = []
     failures: list[tuple[int, BaseException]] = []
@@ -64,7 +66,9 @@ def read_pages(
             raise
         except Exception as exc:  # one bad page must not lose the others
             failures.append((number, exc))
-            detail = f"out of memory (limit {memory_limit_mb} MB)" if isinstance(exc, MemoryError) else describe_error(exc)
+            detail = (
+                f"out of memory (limit {memory_limit_mb} MB)" if isinstance(exc, MemoryError) else describe_error(exc)
+            )
             pages.append((number, "", PageStatus.ERROR.value, detail))
             continue
         text = with_form_fields(text, fields, seen_fields)
@@ -107,7 +111,9 @@ def no_usable_page(
         return NoTextError(
             f"no page of {name} has a text layer (scanned or image-only?): run OCR first, e.g. "
             "`ocrmypdf in.pdf out.pdf`",
-            path=name, extractor=extractor, pages=count,
+            path=name,
+            extractor=extractor,
+            pages=count,
         )
     number, exc = failures[0]
     if isinstance(exc, MemoryError):
@@ -116,7 +122,9 @@ def no_usable_page(
         return DependencyError(
             f"{extractor} needs a missing program or package to decode page {number} of {name} ({describe_error(exc)}): "
             f"install it, or try --extractor {other_extractor(extractor)}",
-            path=name, extractor=extractor, page=number,
+            path=name,
+            extractor=extractor,
+            page=number,
         )
     return malformed(name, extractor, f"no page could be extracted (page {number}: {describe_error(exc)})", page=number)
 

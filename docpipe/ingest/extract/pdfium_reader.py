@@ -105,8 +105,11 @@ class PdfiumReader:
     def _fields(self, page: Any, index: int) -> list[tuple[str, str]]:
         c = self.raw
         wanted = {
-            c.FPDF_FORMFIELD_CHECKBOX, c.FPDF_FORMFIELD_RADIOBUTTON, c.FPDF_FORMFIELD_COMBOBOX,
-            c.FPDF_FORMFIELD_LISTBOX, c.FPDF_FORMFIELD_TEXTFIELD,
+            c.FPDF_FORMFIELD_CHECKBOX,
+            c.FPDF_FORMFIELD_RADIOBUTTON,
+            c.FPDF_FORMFIELD_COMBOBOX,
+            c.FPDF_FORMFIELD_LISTBOX,
+            c.FPDF_FORMFIELD_TEXTFIELD,
         }
         fields = []
         try:

@@ -106,8 +106,9 @@ def run_worker(request: dict[str, Any], *, name: str, extractor: str, timeout_s:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        raise ExtractionTimeoutError(_timeout_message(name, extractor, timeout_s), path=name,
-                                     extractor=extractor, timeout_s=timeout_s) from None
+        raise ExtractionTimeoutError(
+            _timeout_message(name, extractor, timeout_s), path=name, extractor=extractor, timeout_s=timeout_s
+        ) from None
     except BaseException:
         # KeyboardInterrupt and friends: never leave a worker behind.
         proc.kill()
@@ -130,8 +131,7 @@ def run_worker(request: dict[str, Any], *, name: str, extractor: str, timeout_s:
 def _timeout_message(name: str, extractor: str, timeout_s: float) -> str:
     fix = "use --extractor pypdfium2 (much faster) or " if extractor == "pypdf" else ""
     return (
-        f"extracting {name} with {extractor} took longer than {timeout_s:g} s: {fix}"
-        "raise DOCPIPE_EXTRACTION__TIMEOUT_S"
+        f"extracting {name} with {extractor} took longer than {timeout_s:g} s: {fix}raise DOCPIPE_EXTRACTION__TIMEOUT_S"
     )
 
 
@@ -225,8 +225,12 @@ def worker_main(request: dict[str, Any], reply_fd: int) -> None:
             reply = {"encryption": status}
         else:
             pages, status = read_pages(
-                request["data"], password=request["password"], name=name, extractor=request["extractor"],
-                max_pages=request["max_pages"], memory_limit_mb=request["memory_limit_mb"],
+                request["data"],
+                password=request["password"],
+                name=name,
+                extractor=request["extractor"],
+                max_pages=request["max_pages"],
+                memory_limit_mb=request["memory_limit_mb"],
                 budget=TextBudget(name, request["extractor"], request["max_chars"], request["max_page_chars"]),
             )
             reply = {"pages": pages, "encryption": status}
@@ -237,11 +241,16 @@ def worker_main(request: dict[str, Any], reply_fd: int) -> None:
         reply = {"error": _error_as_data(out_of_memory(name, request["extractor"], request["memory_limit_mb"]))}
     except Exception as exc:
         logger.debug("unexpected error while extracting %s", name, exc_info=True)
-        reply = {"error": _error_as_data(ExtractionError(
-            f"extracting {name} with {request['extractor']} failed unexpectedly ({type(exc).__name__}: {exc}): "
-            f"try --extractor {other_extractor(request['extractor'])}",
-            path=name, extractor=request["extractor"],
-        ))}
+        reply = {
+            "error": _error_as_data(
+                ExtractionError(
+                    f"extracting {name} with {request['extractor']} failed unexpectedly ({type(exc).__name__}: {exc}): "
+                    f"try --extractor {other_extractor(request['extractor'])}",
+                    path=name,
+                    extractor=request["extractor"],
+                )
+            )
+        }
     reply["log"] = collector.records
     reply["dropped"] = collector.dropped
     with os.fdopen(reply_fd, "wb") as out:
