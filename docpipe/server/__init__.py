@@ -1,30 +1,32 @@
 """`docpipe serve`: one uvicorn process with the REST API under ``/v1``, Prometheus metrics at ``/metrics``
 and the Gradio workbench at ``/ui``, all over the same `DocPipe` (so the UI's and the API's questions share
-engine batches and caches).
+engine batches and caches). The top layer beside the CLI: it may import everything below it, and mounts
+``docpipe.ui``.
 
-Routes (JSON in and out; the OpenAPI description is at ``/openapi.json``, browsable at ``/docs``)::
+Routes (JSON in and out; the OpenAPI description is at ``/openapi.json``, browsable at ``/docs``); every route
+but health acts for a caller (an API key, the single token, or the local user) in a matter (``X-Matter``)::
 
-    POST /v1/documents                 upload a PDF (raw body or multipart field "file") -> id, pages, sections
-    POST /v1/documents/{id}/ask        {"question": ...} or {"questions": [...]} -> answers, each with an id
-    POST /v1/documents/{id}/analyze    {"categories": [...]} -> a contract report, with its id
-    GET  /v1/answers/{answer_id}       a stored answer
-    GET  /v1/reports/{report_id}       a stored report
-    GET  /v1/health                    liveness (no token needed)
-    GET  /metrics                      Prometheus text format (no token needed)
+    GET    /v1/matters                      your matters and your role in each
+    DELETE /v1/matters/{matter}             the matter and everything in it (admin)
+    POST   /v1/documents                    upload a PDF (raw body or multipart field "file") (write)
+    GET    /v1/documents[/{id}]             the matter's documents, or one
+    DELETE /v1/documents/{id}               the document, its answers and reports (write)
+    POST   /v1/documents/{id}/ask           {"question": ...} or {"questions": [...]} -> answers, each with an id
+    POST   /v1/documents/{id}/analyze       {"categories": [...]} -> a contract report, with its id
+    GET    /v1/answers/{id}, /v1/reports/{id}   a stored answer or report of the matter
+    GET    /v1/health                       liveness (no key needed)
+    GET    /metrics                         Prometheus text format (a metrics token, or loopback only)
 
-Safety: binds 127.0.0.1 unless told otherwise; with a token (``--token`` or ``DOCPIPE_SERVE_TOKEN``) every
-``/v1`` route but ``/v1/health`` needs ``Authorization: Bearer <token>``; bodies over the limit get 413
-before they are read (``Content-Length``) or as soon as they pass it (chunked); an upload's file name is
-only a display name (base name, no control or markup characters): the PDF is stored under its SHA-256.
-Answers and reports are JSON files under ``<store>/serve/``, written atomically, named by a hash of their
-id, so they survive a restart and no id can become a path.
+Safety (see the README's Security section): per-user keys and matters, an append-only access log, no exposed
+address without authentication, a Host allow-list and Origin check, limits on connections, heads, bodies and
+extraction, private files, deletion and retention. Errors are ``{"error": {"type": ..., "message": ...}}``;
+the message says what to fix.
 
-Errors are ``{"error": {"type": ..., "message": ...}}``; the message says what to fix.
-
-Modules: `options` (how the server runs: `ServeOptions`, the token, the workbench login), `app` (the FastAPI
-app, the workbench mount, the lifespan, the metrics middleware, `serve`), `routes` (the ``/v1`` endpoints),
-`models` (their request and response models), `errors` (docpipe errors as HTTP statuses and JSON, the
-body-size limit), `storage` (stored answers and reports by id).
+Modules: `options` (how the server runs), `app` (the FastAPI app, the workbench mount, the lifespan, the
+observing middleware, `serve`), `protocol` (the h11 protocol with a head deadline), `access` (caller and
+matter of a request), `routes` (the ``/v1`` endpoints), `models` (their request and response models), `errors`
+(docpipe errors as HTTP statuses, the body limit), `storage` (stored answers and reports), `housekeeping`
+(deletion and retention), `metrics` (Prometheus).
 """
 
 from __future__ import annotations
