@@ -50,6 +50,19 @@ def test_revocation_applies_to_a_key_store_already_open(tmp_path: Path) -> None:
     assert server_side.authenticate(secret) is None
 
 
+def test_a_damaged_key_file_admits_nobody_instead_of_turning_the_server_keyless(tmp_path: Path) -> None:
+    from docpipe.server.access import AccessDenied, authenticate
+
+    keys = KeyStore(tmp_path)
+    secret, _ = keys.create("alice", {"deal-x": "write"})
+    keys.path.write_text("{ not json")  # a disk error, a bad edit
+    server_side = KeyStore(tmp_path)
+    assert server_side.configured() and server_side.authenticate(secret) is None
+    with pytest.raises(AccessDenied) as denied:
+        authenticate(server_side, None, f"Bearer {secret}")
+    assert denied.value.status == 401
+
+
 def test_bad_grants_and_names_say_how_to_fix_them() -> None:
     with pytest.raises(ConfigError, match="read, write or admin"):
         parse_grants(["deal-x:owner"])

@@ -171,9 +171,11 @@ class KeyStore:
         return self._records
 
     def configured(self) -> bool:
-        """Returns True when any key (revoked or not) was ever created: the server then requires keys."""
+        """Returns True when any key (revoked or not) was ever created: the server then requires keys. A key
+        file that exists but cannot be read counts too (failing closed: it admits nobody, rather than turning
+        the server keyless)."""
         with self._lock:
-            return bool(self._load())
+            return bool(self._load()) or self.path.exists()
 
     def keys(self) -> list[ApiKey]:
         """Returns every key's public record, oldest first."""
