@@ -50,9 +50,17 @@ def _login(browser, url: str, user: str, password: str):
 
 
 def _choices(page, elem_id: str) -> str:
+    """Returns the text of the options a dropdown offers (empty when it offers none)."""
+    listbox = page.locator("ul[role=listbox]")
+    sync_api.expect(listbox).to_have_count(0)  # the previous dropdown's list has closed
     page.locator(f"#{elem_id} input").click()
-    text = page.locator("ul[role=listbox]").inner_text() if page.locator("ul[role=listbox]").count() else ""
+    try:
+        listbox.first.wait_for(state="visible", timeout=5_000)
+    except sync_api.TimeoutError:
+        return ""  # no options: Gradio opens no list
+    text = listbox.first.inner_text()
     page.keyboard.press("Escape")
+    sync_api.expect(listbox).to_have_count(0)
     return text
 
 
