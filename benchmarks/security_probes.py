@@ -1326,6 +1326,13 @@ def markdown(records: list[Probe]) -> str:
     return "\n".join(rows)
 
 
+def _portable(text: str) -> str:
+    """Returns the report text with this machine's folders named generically: the repository as <repo>,
+    scratch folders under the temp dir as <scratch>, so the tracked copy holds no absolute local path."""
+    text = text.replace(str(ROOT), "<repo>")
+    return re.sub(re.escape(tempfile.gettempdir().rstrip("/")) + r"/docpipe-[\w.-]+", "<scratch>", text)
+
+
 def main() -> int:
     started = time.time()
     load_start = os.getloadavg()
@@ -1418,7 +1425,7 @@ def main() -> int:
     }
     for out in OUTS:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2) + "\n")
+        out.write_text(_portable(json.dumps(report, indent=2)) + "\n")
     print(markdown(RECORDS))
     if failed:
         print(f"\n{len(failed)} PROBE(S) NOT AS EXPECTED:", *report["not_as_expected"], sep="\n  ")

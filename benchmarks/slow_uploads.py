@@ -46,6 +46,7 @@ import io
 import json
 import os
 import platform
+import re
 import secrets
 import shutil
 import signal
@@ -200,7 +201,7 @@ def _server(label: str, code: Path, work: Path, *, keys: bool) -> Iterator[tuple
         sys.executable, "-c", BOOT, "serve", "--preset", "test", "--home", str(home),
         "--port", str(port), "--engine", "echo", "--no-ui", "--log-level", "warning",
     ]  # fmt: skip
-    # cwd is the scratch folder: `python -c` puts the cwd first on sys.path, and /work/main would shadow `code`.
+    # cwd is the scratch folder: `python -c` puts the cwd first on sys.path, and the checkout would shadow `code`.
     with log.open("wb") as out:
         process = subprocess.Popen(
             command,
@@ -536,6 +537,13 @@ def _table(servers: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _portable(text: str) -> str:
+    """Returns the report text with this machine's folders named generically: the repository as <repo>,
+    scratch folders under the temp dir as <scratch>, so the tracked copy holds no absolute local path."""
+    text = text.replace(str(ROOT), "<repo>")
+    return re.sub(re.escape(tempfile.gettempdir().rstrip("/")) + r"/docpipe-[\w.-]+", "<scratch>", text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--servers", default="before,after", help="comma-separated: before, after (default both)")
@@ -603,7 +611,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     asks = {s["label"]: {name: phase.pop("ask_records") for name, phase in s["phases"].items()} for s in servers}
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(report, indent=2) + "\n")
+    OUT.write_text(_portable(json.dumps(report, indent=2)) + "\n")
     OUT_ASKS.write_text(json.dumps(asks) + "\n")
     print()
     print(_table(servers))
