@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from docpipe import errors as _errors  # standard library only: cheap to import eagerly
 from docpipe.version import __version__
 
 # Public name -> the module that defines it.
@@ -40,30 +41,7 @@ _EXPORTS = {
         name: "docpipe.types"
         for name in ("Answer", "Citation", "Document", "Hit", "Page", "PageStatus", "Passage", "Section")
     },
-    **{
-        name: "docpipe.errors"
-        for name in (
-            "BusyError",
-            "ConfigError",
-            "DependencyError",
-            "DocpipeError",
-            "EmptyFileError",
-            "EncryptionCheckError",
-            "EngineError",
-            "EngineUnavailableError",
-            "ExtractionError",
-            "ExtractionTimeoutError",
-            "FileMissingError",
-            "InputError",
-            "MalformedPDFError",
-            "NoTextError",
-            "NotAPDFError",
-            "PasswordRequiredError",
-            "StoreError",
-            "TooMuchTextError",
-            "WrongPasswordError",
-        )
-    },
+    **dict.fromkeys(_errors.__all__, "docpipe.errors"),
 }
 
 __all__ = [

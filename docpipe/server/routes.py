@@ -229,6 +229,7 @@ def _install_routes(app: FastAPI) -> None:
         # Spooled to a private file as it arrives: waiting uploads hold disk, not memory.
         make_private_dir(spool_dir)
         fd, spool = tempfile.mkstemp(dir=spool_dir, prefix="upload-", suffix=".pdf")
+        hashed = hashlib.sha256()  # the document id, for the access log even when ingesting fails
         try:
             with os.fdopen(fd, "wb") as out:
                 if content_type.startswith("multipart/form-data"):
@@ -238,6 +239,7 @@ def _install_routes(app: FastAPI) -> None:
                             raise InputError('the multipart upload has no file: send the PDF in the field "file"')
                         while chunk := await upload_file.read(1 << 20):
                             out.write(chunk)
+                            hashed.update(chunk)
                         label = name or upload_file.filename
                         field = form.get("password")
                         if isinstance(field, str) and field:
@@ -245,11 +247,12 @@ def _install_routes(app: FastAPI) -> None:
                 else:
                     async for chunk in request.stream():
                         out.write(chunk)
+                        hashed.update(chunk)
                     label = name
                 size = out.tell()
             if not size:
                 raise EmptyFileError('the upload is empty (0 bytes): send the PDF as the body or the field "file"')
-            digest = await run_in_threadpool(_sha256_file, spool)
+            digest = hashed.hexdigest()
             with logged(who, "upload", digest):
                 # A user's uploads take at most all but one extraction slot: slow ones cannot lock others out.
                 owner = who.user if _is_key(who) else None
@@ -383,11 +386,3 @@ def _install_routes(app: FastAPI) -> None:
 
     app.include_router(api)
     app.include_router(public)
-
-
-def _sha256_file(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
