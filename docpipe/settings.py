@@ -287,7 +287,7 @@ class Settings(BaseSettings):
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-INDEX_FORMAT = 4  # 4: the encryption check moved into the extraction worker (fails closed)
+INDEX_FORMAT = 5  # 5: unnumbered (ALL-CAPS, Title-Case) and more numbered heading forms open sections
 
 PRESETS: dict[str, dict[str, Any]] = {
     "default": {},

@@ -180,3 +180,180 @@ def test_token_counter_chunks_cover_the_text_in_fixed_token_windows() -> None:
     assert "".join(piece for piece, _ in pieces) == text
     assert [n for _, n in pieces[:-1]] == [256] * (len(pieces) - 1)
     assert sum(n for _, n in pieces) == COUNTER.count(text)
+
+
+UNNUMBERED_PAGES = [
+    "EXHIBIT 10.1\nSUPPLY AGREEMENT\n"
+    "This Supply Agreement is made on March 3, 2021 between Acme Corp., a Delaware corporation, and Beta LLC,\n"
+    "a New York limited liability company. The parties agree as follows.\n"
+    "SUPPLY\n"
+    "Acme shall supply the Products that Beta orders by written purchase order from time to time.\n"
+    "Page 1 of 3\nACME / BETA SUPPLY TERMS",
+    "TERMINATION\n"
+    "Either party may terminate this Agreement on ninety (90) days' written notice to the other party.\n"
+    "WARRANTY DISCLAIMER.\n"
+    "THE PRODUCTS ARE PROVIDED AS IS AND ACME GIVES NO OTHER WARRANTY, EXPRESS OR IMPLIED, OF ANY KIND.\n"
+    "ACME SHALL NOT BE LIABLE FOR ANY INDIRECT, SPECIAL OR CONSEQUENTIAL DAMAGES OF ANY KIND, OR FOR\n"
+    "LOST PROFITS.\n"
+    "NO IMPLIED LICENSE IS GRANTED.\n"
+    "Beta shall pay each invoice within thirty (30) days of its date by wire transfer.\n"
+    "Page 2 of 3\nACME / BETA SUPPLY TERMS",
+    "Governing Law.\n"
+    "This Agreement is governed by the laws of the State of New York, without regard to its conflict rules.\n"
+    "IN WITNESS WHEREOF, the parties have signed this Agreement on the date first written above.\n"
+    "ACME CORP.\nBy: /s/ Jane Doe\nName: Jane Doe\nTitle: President\n"
+    "BETA LLC\nBy: /s/ John Roe\nName: John Roe\n"
+    "Page 3 of 3\nACME / BETA SUPPLY TERMS",
+]
+
+
+def _paged(pages: list[str]) -> Document:
+    return Document(id="t", name="t.pdf", pages=[Page(i + 1, text) for i, text in enumerate(pages)])
+
+
+def test_unnumbered_all_caps_headings_open_sections() -> None:
+    doc = _paged(UNNUMBERED_PAGES)
+    titles = [h.title for h in find_headings(doc.text)]
+    # Not headings: the title and the exhibit stamp above the parties, the running footer, the all-caps
+    # disclaimer sentences and their wrapped last line, the signature block's party names.
+    assert titles == ["SUPPLY", "TERMINATION", "WARRANTY DISCLAIMER", "Governing Law"]
+    sections = split_sections(doc, COUNTER, ChunkingSettings(min_section_tokens=0))
+    assert [s.heading for s in sections] == ["Preamble", *titles]
+    assert sections[0].text.startswith("EXHIBIT 10.1\nSUPPLY AGREEMENT\nThis Supply Agreement")
+    termination = sections[2]
+    assert termination.heading_path == ("TERMINATION",)
+    assert termination.page_start == 2
+    assert termination.text.startswith("TERMINATION\nEither party may terminate")
+
+
+def test_title_case_headings_count_only_in_contracts_without_numbering() -> None:
+    plain = "\n\n".join(UNNUMBERED_PAGES)
+    assert "Governing Law" in [h.title for h in find_headings(plain)]
+    # In a numbered contract, a Title-Case line is more likely a wrapped line or a label than a heading.
+    numbered = CONTRACT.replace(
+        "ARTICLE 5 TERM", "Governing Law.\nThis Agreement is governed by New York law.\nARTICLE 5 TERM"
+    )
+    assert "Governing Law" not in [h.title for h in find_headings(numbered)]
+
+
+def test_numbered_contracts_keep_their_headings() -> None:
+    # An all-caps line inside a numbered contract's clauses opens nothing: numbering decides there.
+    inserted = CONTRACT.replace(
+        "2.2 Delivery.", "CONFIDENTIALITY\nEach party keeps the other's information secret.\n2.2 Delivery."
+    )
+    assert [h.title for h in find_headings(inserted)] == [h.title for h in find_headings(CONTRACT)]
+    assert len(find_headings(CONTRACT)) == 12
+
+
+def test_a_bare_article_number_takes_its_title_from_the_next_line() -> None:
+    text = (
+        "SERVICES AGREEMENT\nThis Services Agreement is made between Alpha Inc. and Omega GmbH today.\n"
+        "ARTICLE 1\nDEFINITIONS\n1.1 Terms. Capitalised terms have the meanings given here.\n"
+        "ARTICLE 2\nTERMINATION\n2.1 Notice. Either party may terminate on notice.\n"
+        "EXHIBIT A\nService Levels\nThe service levels are set out below.\n"
+    )
+    titles = [h.title for h in find_headings(text)]
+    assert titles == [
+        "ARTICLE 1 DEFINITIONS",
+        "1.1 Terms",
+        "ARTICLE 2 TERMINATION",
+        "2.1 Notice",
+        "EXHIBIT A Service Levels",
+    ]
+
+
+OPENING = "STRATEGIC ALLIANCE AGREEMENT\nThis Agreement is made between Alpha Inc. and Omega LLC on the date below.\n"
+
+
+def test_mixed_case_section_headings_continue_the_numbering() -> None:
+    text = OPENING + (
+        "Section 1. Definitions.\n(a) Terms have the meanings given in this Section 1.\n"
+        "Section 2. Services. Alpha shall provide the services described in\n"
+        "Section 7.3 of this Agreement and in the exhibits, subject to\n"
+        "Section 4. Omega shall pay the fees.\n"
+        "Section 3. Term and Termination.\nThis Agreement lasts one year.\n"
+    )
+    titles = [h.title for h in find_headings(text)]
+    # "Section 7.3 of ..." wraps a cross-reference; "Section 4. Omega shall ..." ends one and starts a sentence.
+    assert titles == ["Section 1. Definitions", "Section 2. Services", "Section 3. Term and Termination"]
+
+
+def test_paragraph_signs_restart_under_roman_parts() -> None:
+    text = OPENING + (
+        "I. Object of the Program\nThe program pays affiliates for referred sales.\n"
+        "II. Affiliate Program\n§ 1 Participation\n(i) The affiliate registers online.\n(ii) The affiliate accepts.\n"
+        "§ 2 Products under the Agreement\nThe products are software products.\n"
+        "III. General terms\n§ 1 License\nThe affiliate may use the material.\n§ 2 Limitation of liability\n"
+        "Liability is excluded for slight negligence under § 1.\n"
+    )
+    headings = find_headings(text)
+    assert [(h.level, h.title) for h in headings] == [
+        (1, "I. Object of the Program"),
+        (1, "II. Affiliate Program"),
+        (2, "§ 1 Participation"),
+        (2, "§ 2 Products under the Agreement"),
+        (1, "III. General terms"),
+        (2, "§ 1 License"),
+        (2, "§ 2 Limitation of liability"),
+    ]
+    sections = split_sections(_doc(text), COUNTER, ChunkingSettings(min_section_tokens=0))
+    assert ("III. General terms", "§ 1 License") in {s.heading_path for s in sections}
+
+
+def test_roman_numerals_that_restart_or_sit_under_articles_are_list_items() -> None:
+    lists = OPENING + (
+        "1. Duties. Each party shall:\nI. Keep Records\nII. Report Sales\n"
+        "2. Fees. Fees are due monthly:\nI. Base Fee\nII. Bonus Fee\n"
+    )
+    assert [h.title for h in find_headings(lists)] == ["1. Duties", "2. Fees"]
+    articles = CONTRACT.replace("2.2 Delivery.", "I. Delivery Terms\nII. Shipping Terms\n2.2 Delivery.")
+    assert [h.title for h in find_headings(articles)] == [h.title for h in find_headings(CONTRACT)]
+
+
+def test_roman_parts_above_the_numbering_keep_the_numbered_headings() -> None:
+    text = OPENING + (
+        "I. Background\n1.00 Company owns certain patents.\nII. License\n2.00 Company grants a license.\n"
+        "III. Term\n3.00 The license lasts five years.\n"
+    )
+    titles = [h.title for h in find_headings(text)]
+    assert titles == [
+        "I. Background",
+        "1.00 Company owns certain patents",
+        "II. License",
+        "2.00 Company grants a license",
+        "III. Term",
+        "3.00 The license lasts five years",
+    ]
+
+
+def test_parenthesised_numbers_open_sections_only_as_titled_top_level_numbering() -> None:
+    text = OPENING + (
+        "1) Duties of Alpha\nAlpha shall:\n(1) market the products;\n(2) train the staff.\n"
+        "2) Duties of Omega\nOmega shall pay, and\n3) the parties shall meet monthly.\n"
+        "3) Compensation\nOmega pays Alpha ten percent.\n"
+    )
+    assert [h.title for h in find_headings(text)] == ["1) Duties of Alpha", "2) Duties of Omega", "3) Compensation"]
+    # In a contract numbered "1. Title", "1)" numbers list items.
+    items = CONTRACT.replace("2.2 Delivery.", "1) Blue Widgets\n2) Red Widgets\n2.2 Delivery.")
+    assert [h.title for h in find_headings(items)] == [h.title for h in find_headings(CONTRACT)]
+
+
+def test_numbers_without_a_space_or_with_wide_spaces_open_sections() -> None:
+    unspaced = OPENING + "1.DEFINITIONS\nTerms are defined here.\n2.SALES AGENT PROGRAM\nThe agent sells.\n"
+    assert [h.title for h in find_headings(unspaced)] == ["1. DEFINITIONS", "2. SALES AGENT PROGRAM"]
+    spaced = OPENING + (
+        "1    TERM\nThis agreement lasts five years from the date of this document.\n"
+        "2    PROVIDER'S  REPRESENTATIONS\nProvider charges customers the following fees:\n"
+        "12   months of hosting at no charge\n3\u00a0\u00a0\u00a0\u00a0ASSIGNMENT\nNo party may assign.\n"
+    )
+    # "12   months ..." is a wrapped line: it neither continues the numbering nor carries a title.
+    assert [h.title for h in find_headings(spaced)] == ["1 TERM", "2 PROVIDER'S REPRESENTATIONS", "3 ASSIGNMENT"]
+
+
+def test_spelled_out_numbers_open_sections() -> None:
+    text = OPENING + (
+        "SECTION ONE. DEFINITIONS\nTerms are defined here.\nSECTION TWO. GRANT OF RIGHTS\nOmega grants rights.\n"
+        "ARTICLE THREE\nPAYMENTS\nAlpha pays.\n"
+    )
+    titles = [h.title for h in find_headings(text)]
+    assert titles == ["SECTION ONE. DEFINITIONS", "SECTION TWO. GRANT OF RIGHTS", "ARTICLE THREE PAYMENTS"]
