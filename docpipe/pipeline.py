@@ -16,12 +16,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from docpipe.answer import core
 from docpipe.errors import ConfigError, InputError
 from docpipe.ingest.slots import ExtractionSlots
-from docpipe.ingest.store import Store, sha256_hex
+from docpipe.ingest.store import Store, atomic_write, sha256_hex
 from docpipe.retrieve import build
 from docpipe.retrieve.build import Source
 from docpipe.retrieve.fusion import SearchIndex, context_limits, fit_budget, select_context
@@ -44,6 +44,13 @@ DocLike = Document | str | Path | bytes
 Progress = Callable[[str], None]
 
 _KEEP_LOADED = 16
+
+T = TypeVar("T")
+
+#: Beside a stored index: the sentence embeddings of the sections offline answers have quoted from.
+SENTENCE_VECTORS = "sentences.npz"
+# In an index's sentence cache: how many sections' embeddings the store's copy holds.
+_SAVED = "saved:"
 
 
 class DocPipe:
@@ -388,8 +395,11 @@ class DocPipe:
             analysis=analysis,
         )
         if engine is None:
-            return core.extractive_answers(
-                index, plan, embedder=self.embedder, settings=self.settings, fingerprint=self.fingerprint
+            return self._with_stored_vectors(
+                index,
+                lambda: core.extractive_answers(
+                    index, plan, embedder=self.embedder, settings=self.settings, fingerprint=self.fingerprint
+                ),
             )
         return core.generate_answers(
             plan,
@@ -424,7 +434,7 @@ class DocPipe:
         started = time.perf_counter()
         chosen = select_categories(categories)
         index = self.index(doc, password=password)
-        return analyze(
+        run = lambda: analyze(  # noqa: E731
             index,
             chosen,
             engine=self.engine,
@@ -437,6 +447,33 @@ class DocPipe:
             expand=expand,
             started=started,
         )
+        return run() if self.engine is not None else self._with_stored_vectors(index, run)
+
+    def _with_stored_vectors(self, index: SearchIndex, answer: Callable[[], T]) -> T:
+        """Runs `answer` (offline answers or checklist candidates) with the sentence embeddings the store holds
+        for `index`'s document, then stores those it added: asking again, even from a new process, embeds
+        nothing. A damaged file is ignored (the embeddings are made again)."""
+        from docpipe.answer import extractive
+
+        cache = index.sentence_cache
+        path = self.store.index_dir(index.doc.id, self.fingerprint) / SENTENCE_VECTORS
+        if _SAVED not in cache:
+            try:
+                extractive.load_vectors(path.read_bytes(), cache)
+            except FileNotFoundError:
+                pass
+            except (OSError, ValueError, KeyError) as exc:
+                logger.warning("ignoring unreadable %s (%s); its embeddings are made again", path, exc)
+            cache[_SAVED] = extractive.stored_sections(cache)
+        result = answer()
+        count = extractive.stored_sections(cache)
+        if count > cache[_SAVED]:
+            try:
+                atomic_write(path, extractive.dump_vectors(cache))
+                cache[_SAVED] = count
+            except OSError as exc:
+                logger.warning("cannot store sentence embeddings at %s (%s)", path, exc)
+        return result
 
     def close(self) -> None:
         """Releases the answer engine docpipe loaded (an in-process vLLM engine holds the GPU) and the

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from docpipe.errors import ConfigError
@@ -31,6 +31,11 @@ __all__ = [
     "load_settings",
     "merge_settings",
 ]
+
+
+#: Offline answers quote nothing below this clause score (`docpipe.answer.extractive`); measured with
+#: `docpipe eval-answers` and `docpipe eval-analysis` on cuad-dev with the default embedder (README, "Offline answers").
+EXTRACTIVE_MIN_SCORE = 2.5
 
 
 class _Section(BaseModel):
@@ -187,7 +192,23 @@ class EngineSettings(_Section):
     timeout_s: float = Field(
         300.0, gt=0, description="Remote server: longest wait for a reply (for a stream, between chunks)."
     )
-    extractive_sentences: int = Field(3, gt=0, description="Sentences quoted by the extractive answer.")
+    extractive_clauses: int = Field(
+        3,
+        gt=0,
+        validation_alias=AliasChoices("extractive_clauses", "extractive_sentences"),
+        description="Clauses quoted by the extractive answer (no language model).",
+    )
+    extractive_k: int = Field(
+        8,
+        gt=0,
+        description="Sections the extractive answer chooses its clauses from (no language model reads them, "
+        "so it looks further than `retrieval.k`).",
+    )
+    extractive_min_score: float = Field(
+        EXTRACTIVE_MIN_SCORE,
+        description="The extractive answer quotes nothing, and says so, when no clause scores at least this "
+        "(docpipe eval-answers: the balance between answering and saying 'nothing found').",
+    )
     revision: str | None = Field(
         None,
         description="Model revision (commit or tag) to load from the hub; recorded in every audit manifest. "
@@ -207,12 +228,17 @@ class AnalysisSettings(_Section):
         description="Bring the definitions of defined terms and the sections named by cross-references "
         '("subject to Section 9.2") used in the retrieved sections into the context, within the budget.',
     )
-    candidate_sentences: int = Field(2, gt=0, description="Offline (no model): candidate sentences per category.")
+    candidate_clauses: int = Field(
+        2,
+        gt=0,
+        validation_alias=AliasChoices("candidate_clauses", "candidate_sentences"),
+        description="Offline (no model): candidate clauses quoted per category.",
+    )
     min_candidate_score: float = Field(
-        0.5,
-        description="Offline (no model): a category with no sentence scoring at least this is reported "
-        "'not_found' (searched, nothing similar) instead of 'candidate'. 0.5 keeps 86% of labelled clauses "
-        "on cuad-dev with the default embedder (docpipe eval-analysis); it depends on the embedder.",
+        EXTRACTIVE_MIN_SCORE,
+        description="Offline (no model): a category with no clause scoring at least this (the extractive "
+        "answer's clause score) is reported 'not_found' (searched, nothing similar) instead of 'candidate' "
+        "(docpipe eval-analysis); it depends on the embedder.",
     )
 
 

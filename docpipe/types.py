@@ -249,6 +249,8 @@ class Citation:
     quote: str
     verified: bool
     score: float = 0.0
+    # The sentence of `quote` that answers best (extractive answers quote whole clauses); "" when not marked.
+    highlight: str = ""
 
     @property
     def pages(self) -> str:

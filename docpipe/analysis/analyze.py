@@ -6,7 +6,7 @@ then all categories go to the engine together, in thinking mode, through the ans
 (`docpipe.answer.core.generate_cached`: findings are cached under their document and matter). A finding is
 ``present`` only when a quote backing it is found verbatim in one of the sections the model was given for it;
 ``absent`` means the listed sections were searched and held no such clause; anything else is ``uncertain``.
-Without a language model the report lists, per category, the best-matching sentences as ``candidate`` (for a
+Without a language model the report lists, per category, the best-matching clauses as ``candidate`` (for a
 reviewer, not a finding) or ``not_found``. The report itself is `docpipe.analysis.report`.
 """
 
@@ -158,18 +158,19 @@ def _candidates(
         hits,
         index.doc,
         embedder,
-        sentences=options.candidate_sentences,
+        clauses=options.candidate_clauses,
+        min_score=options.min_candidate_score,
         cache=index.sentence_cache,
         query=query,
     )
     best = answer.citations[0].score if answer.citations else None
-    if best is not None and best >= options.min_candidate_score:
+    if answer.citations:
         status: Status = "candidate"
         quotes = answer.citations
-        note = "Best-matching sentences, for review: no language model judged them."
+        note = "Best-matching clauses, for review (the matching sentence is marked): no language model judged them."
     else:
         status, quotes = "not_found", []
-        note = f"No sentence resembling this clause in the {len(hits)} sections searched."
+        note = f"No clause resembling this one in the {len(hits)} sections searched."
     return CategoryFinding(
         category=category.name,
         group=category.group,

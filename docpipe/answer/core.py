@@ -211,6 +211,9 @@ def plan_answers(
         check_question(question, which="a question")
     questions = list(questions)
     vectors = embedder.embed(questions) if questions else []
+    if k is None and engine is None:
+        # No model reads the context: the clause picker looks further than a prompt would hold.
+        k = settings.engine.extractive_k
     contexts = [
         select_context(
             index, q, retrieval=settings.retrieval, chunking=settings.chunking, k=k, budget_tokens=budget, query=v
@@ -404,9 +407,11 @@ def generate_answers(
 def extractive_answers(
     index: SearchIndex, plan: AnswerPlan, *, embedder: Embedder, settings: Settings, fingerprint: str
 ) -> list[Answer]:
-    """Returns one extractive `Answer` per planned question (no language model): the best-matching sentences of
-    its context, quoted verbatim; every context's sentences are embedded in one call first."""
+    """Returns one extractive `Answer` per planned question (no language model): the clauses of its context
+    that best answer it, quoted verbatim, or "nothing found" when none scores `engine.extractive_min_score`;
+    every context's sentences are embedded in one call first."""
     prime_sentences([h for hits in plan.contexts for h in hits], embedder, index.sentence_cache)
+    options = settings.engine
     return [
         stamp(
             extractive_answer(
@@ -414,7 +419,8 @@ def extractive_answers(
                 hits,
                 index.doc,
                 embedder,
-                sentences=settings.engine.extractive_sentences,
+                clauses=options.extractive_clauses,
+                min_score=options.extractive_min_score,
                 fingerprint=fingerprint,
                 cache=index.sentence_cache,
                 query=v,

@@ -51,6 +51,7 @@ _COMMANDS = {
     "eval-retrieval": commands._cmd_eval,
     "analyze": commands._cmd_analyze,
     "eval-analysis": commands._cmd_eval_analysis,
+    "eval-answers": commands._cmd_eval_answers,
     "serve": commands._cmd_serve,
     "keys": admin._cmd_keys,
     "matters": admin._cmd_matters,

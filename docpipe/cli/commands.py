@@ -206,6 +206,24 @@ def _cmd_eval_analysis(dp, args) -> int:
     return 0
 
 
+def _cmd_eval_answers(dp, args) -> int:
+    from docpipe.errors import ConfigError
+    from docpipe.eval.answers import evaluate_answers, format_answers_report, load_questions
+
+    if args.per_category is not None and args.per_category < 1:
+        raise ConfigError("--per-category must be at least 1 (leave it out to ask every record)")
+    questions = load_questions(args.questions)
+    progress = sys.stderr.isatty() and not args.json
+    report = evaluate_answers(
+        dp, args.folder, questions, per_category=args.per_category, limit=args.limit, progress=progress
+    )
+    if args.json:
+        emit(report)
+    else:
+        print(format_answers_report(report))
+    return 0
+
+
 def run_ui(argv: list[str]) -> int:
     try:
         from docpipe.ui.app import main as ui_main

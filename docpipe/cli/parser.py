@@ -187,6 +187,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser(
+        "eval-answers",
+        parents=[common],
+        help="score answers to plain-language questions against CUAD-format labels, beside a naive anchor",
+    )
+    p.add_argument("folder", type=Path, metavar="DIR", help="folder with annotations.jsonl and pdf/")
+    p.add_argument(
+        "--questions", type=Path, required=True, metavar="FILE", help="JSON object: category name -> question"
+    )
+    p.add_argument("--per-category", type=int, metavar="N", help="ask only the first N records of each category")
+    p.add_argument("--limit", type=int, help="evaluate only the first N contracts")
+    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
+    p.add_argument("--model", help="answering model: HF id or local folder")
+    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser(
         "eval-analysis",
         parents=[common],
         help="score the clause checklist against CUAD-format labels (presence, quotes, retrieval per category)",

@@ -105,6 +105,7 @@ class CitationOut(BaseModel):
     quote: str = Field(description="Verbatim quote from the contract.")
     verified: bool = Field(description="True when the quote was found on the stored page text.")
     score: float = 0.0
+    highlight: str = Field("", description="The sentence of the quoted clause that answers best (extractive).")
 
 
 class AnswerOut(BaseModel):
