@@ -77,6 +77,9 @@ def describe_error(name: str, message: str) -> str:
     return f'<div class="dp-err"><b>&#10007; {html.escape(name)}</b>: {html.escape(message)}</div>'
 
 
+_BOLD = re.compile(r"\*\*(.+?)\*\*", re.DOTALL)
+
+
 def _pre(text: str) -> str:
     return f"<pre>{html.escape(text)}</pre>"
 
@@ -122,7 +125,9 @@ def source_html(doc: Document, answer: Answer) -> str:
         except KeyError:
             continue
         header = f"<p><b>{html.escape(section.heading or section.id)}</b> ({html.escape(section.pages)})</p>"
-        return header + f"<pre>{highlight(section.text, citation.quote)}</pre>"
+        # An extractive quote is a whole clause: mark the sentence that answers when there is one.
+        marked = citation.highlight if citation.highlight and citation.highlight in section.text else citation.quote
+        return header + f"<pre>{highlight(section.text, marked)}</pre>"
     return "<p><i>No cited section to show.</i></p>"
 
 
@@ -133,7 +138,11 @@ def answer_html(answer: Answer) -> str:
         if answer.mode == "extractive"
         else (f"{answer.mode}, {answer.model or answer.engine}" + (", thinking" if answer.thinking_enabled else ""))
     )
-    out = f"<p><small>Answer mode: {html.escape(label)}</small></p>" + _pre(answer.text or "(no answer text)")
+    body = _pre(answer.text or "(no answer text)")
+    if answer.mode == "extractive":
+        # The quoted clause's decisive sentence comes **marked**: shown bold, after escaping.
+        body = _BOLD.sub(r"<b>\1</b>", body)
+    out = f"<p><small>Answer mode: {html.escape(label)}</small></p>" + body
     if answer.notice:
         out += f'<p class="dp-warn"><small>{html.escape(answer.notice)}</small></p>'
     return out

@@ -34,7 +34,6 @@ from docpipe.retrieve.dense import tokenize
 from docpipe.types import Answer, Citation, Document, Hit
 
 if TYPE_CHECKING:
-
     from docpipe.embed.base import Embedder
 
 __all__ = [
@@ -64,7 +63,7 @@ MAX_CLAUSE_CHARS = 700
 
 # Weights of the clause score, in `FEATURES` order (see the module docstring).
 FEATURES = ("best_sentence", "clause", "heading", "shared_stems", "section_rank", "opening", "answer_type")
-WEIGHTS = (1.85, 1.55, 1.65, 1.2, 0.45, 0.55, 4.25)
+WEIGHTS = (1.75, 1.55, 1.7, 1.15, 0.45, 0.6, 3.9)
 
 _QUESTION_WORDS = {"what", "which", "who", "when", "how", "does", "there", "any", "must", "may", "can"}
 
@@ -83,6 +82,9 @@ _ASKS = {
     ),
     "place": re.compile(
         r"\bwhere\b|\bwhich (?:state|country|court|law)|\b(?:laws?|jurisdiction|venue)\b", re.IGNORECASE
+    ),
+    "restriction": re.compile(
+        r"\b(?:restrict\w*|prohibit\w*|forbid\w*|barred|allowed|permitted|consent)\b", re.IGNORECASE
     ),
 }
 _MONTHS = r"(?:January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)"
@@ -105,6 +107,11 @@ _HOLDS = {
     ),
     "place": re.compile(
         r"\blaws?\s+of\b|\b(?:State|Commonwealth|Province)\s+of\b|\bcourts?\s+(?:of|in|located)\b|\bjurisdiction\b|\bvenue\b",
+        re.IGNORECASE,
+    ),
+    "restriction": re.compile(
+        r"\b(?:shall|will|may|must)\s+not\b|\bwithout\s+(?:the\s+)?(?:prior\s+)?(?:express\s+)?(?:written\s+)?consent\b"
+        r"|\bprohibit\w*|\b(?:neither|no)\s+party\b",
         re.IGNORECASE,
     ),
 }
@@ -169,9 +176,11 @@ def prime_sentences(hits: list[Hit], embedder: Embedder, cache: dict[str, Any]) 
                 cache[heading] = stored[heading][0]
             else:
                 headings.append(heading)
-    if not texts and not headings:
+    if not todo and not headings:
         return
-    vectors = embedder.embed(texts + [h.removeprefix("heading:") or "Untitled" for h in headings])
+    wanted = texts + [h.removeprefix("heading:") or "Untitled" for h in headings]
+    # A section with no quotable sentence (a bare heading) is remembered too, with no vectors.
+    vectors = embedder.embed(wanted) if wanted else np.zeros((0, 0), dtype=np.float32)
     offset = 0
     for key, clauses in todo.items():
         owners = [i for i, clause in enumerate(clauses) for _ in clause.sentences]
@@ -207,12 +216,20 @@ def load_vectors(data: bytes, cache: dict[str, Any]) -> None:
     """Puts embeddings `dump_vectors` wrote into `cache`, so a new process does not embed them again; a
     section's are used only while its sentences still count the same."""
     import io
+    import zipfile
 
     import numpy as np
 
-    with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
-        keys = json.loads(str(arrays["keys"]))
-        cache[_STORED] = {key: np.asarray(arrays[f"a{i}"], dtype=np.float32) for i, key in enumerate(keys)}
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+            keys = json.loads(str(arrays["keys"]))
+            loaded = {key: np.asarray(arrays[f"a{i}"], dtype=np.float32) for i, key in enumerate(keys)}
+    except (zipfile.BadZipFile, EOFError, KeyError, TypeError) as exc:
+        raise ValueError(f"not a file of sentence embeddings ({exc})") from exc
+    widths = {v.shape[1] for v in loaded.values() if v.ndim == 2 and len(v)}
+    if any(v.ndim != 2 for v in loaded.values()) or len(widths) > 1:
+        raise ValueError("sentence embeddings of mixed shapes")
+    cache[_STORED] = loaded
 
 
 def stored_sections(cache: dict[str, Any]) -> int:

@@ -19,6 +19,7 @@ import json
 import math
 import time
 from collections import defaultdict
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,11 @@ def _spans(record: dict[str, Any]) -> list[str]:
     return [a["text"] for a in record.get("answer_spans", []) if len(normalise_span(a["text"])) >= MIN_SPAN_CHARS]
 
 
+def _answerable(record: dict[str, Any]) -> bool:
+    # A data-room question set (cuad-collection-dev) holds answered questions only and says so by omission.
+    return bool(record.get("has_answer", True)) and bool(_spans(record))
+
+
 def _pick(contracts: dict[str, list[dict[str, Any]]], questions: dict[str, str], per_category: int | None):
     """Returns the records to ask, per file: all of them, or the first `per_category` answerable and the first
     `per_category` unanswerable records of each category (files in name order)."""
@@ -95,7 +101,7 @@ def _pick(contracts: dict[str, list[dict[str, Any]]], questions: dict[str, str],
             category = record["clause_category"]
             if category.casefold() not in questions:
                 continue
-            answerable = bool(record.get("has_answer")) and bool(_spans(record))
+            answerable = _answerable(record)
             key = (category.casefold(), answerable)
             if per_category is not None and taken[key] >= per_category:
                 continue
@@ -155,13 +161,16 @@ def evaluate_answers(
     *,
     per_category: int | None = None,
     limit: int | None = None,
+    skip: Collection[str] = (),
     progress: bool = False,
     keep_rows: bool = False,
 ) -> dict[str, Any]:
     """Returns the answered / honest figures of `DocPipe.ask_many` and of the naive anchor, overall and per
-    category (see the module docstring)."""
+    category (see the module docstring). Contracts whose file name is in `skip` are left out (e.g. those a
+    setting was tuned on, to check that a figure holds on others)."""
     folder = Path(folder)
-    chosen = _pick(_load(folder), questions, per_category)
+    contracts = {f: r for f, r in _load(folder).items() if Path(f).name not in skip}
+    chosen = _pick(contracts, questions, per_category)
     files = sorted(chosen)[: limit or None]
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
@@ -188,7 +197,7 @@ def evaluate_answers(
                     "contract": record.get("contract_id", file),
                     "category": record["clause_category"],
                     "question": question,
-                    "answerable": bool(record.get("has_answer")) and bool(spans),
+                    "answerable": _answerable(record),
                     "answered": bool(spans) and _answered(answer.text, quotes, spans),
                     "naive_answered": bool(spans) and _answered("", naive_quotes, spans),
                     "nothing_found": not answer.citations,
