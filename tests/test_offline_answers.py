@@ -225,7 +225,7 @@ def test_workbench_shows_the_decisive_sentence_bold_and_escapes_the_rest() -> No
     quote = "12.3 Termination. <script>x</script> Either Party may terminate upon ninety (90) days' notice."
     answer = Answer(
         question="q",
-        text=f'1. "12.3 Termination. <script>x</script> **Either Party may terminate upon ninety (90) days\' notice.**"',
+        text='1. "12.3 Termination. <script>x</script> **Either Party may terminate upon ninety (90) days\' notice.**"',
         mode="extractive",
         citations=[Citation("s1", "12.3", 9, 9, quote, True, 5.0, highlight=quote[37:])],
         engine="extractive",
