@@ -159,12 +159,11 @@ def _candidates(
         index.doc,
         embedder,
         clauses=options.candidate_clauses,
-        min_score=options.min_candidate_score,
         cache=index.sentence_cache,
         query=query,
     )
     best = answer.citations[0].score if answer.citations else None
-    if answer.citations:
+    if best is not None and best >= options.min_candidate_score:
         status: Status = "candidate"
         quotes = answer.citations
         note = "Best-matching clauses, for review (the matching sentence is marked): no language model judged them."

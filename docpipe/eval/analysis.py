@@ -87,6 +87,7 @@ def evaluate_analysis(
     expand: bool | None = None,
     mode: str = "think",
     progress: bool = False,
+    keep_rows: bool = False,
 ) -> dict[str, Any]:
     """Returns per-category and overall scores of `DocPipe.analyze` against CUAD labels (see module docstring)."""
     folder = Path(folder)
@@ -145,7 +146,7 @@ def evaluate_analysis(
             )
     categories = list(dict.fromkeys(r["category"] for r in rows))
     engine = dp.engine
-    return {
+    return ({"rows": rows} if keep_rows else {}) | {
         "overall": _summary(rows),
         "first_page_categories": {
             c: {
