@@ -252,3 +252,37 @@ def test_a_section_with_no_quotable_sentence_is_skipped_not_a_crash() -> None:
     clause = Hit("s004", "4. Term", ("4. Term",), 2, 2, SECTION, 0.9, 200, 0)
     ranked = rank_clauses("How long is the initial term?", [bare, clause], embedder, cache)
     assert ranked and all(c.hit.section_id == "s004" for c in ranked)
+
+
+class _Planted:
+    """Unpickled, it creates a file: what a planted store file could run if pickles were loaded."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.touch, (self.path,))
+
+
+@pytest.mark.integration
+def test_a_planted_pickle_in_the_stored_embeddings_is_never_run(sample_pipe, tmp_path: Path) -> None:
+    import io
+
+    import numpy as np
+
+    from docpipe import DocPipe
+    from docpipe.pipeline import SENTENCE_VECTORS
+
+    dp, doc = sample_pipe
+    question = "Who owns the intellectual property in the deliverables?"
+    expected = [c.quote for c in dp.ask(doc, question, use_cache=False).citations]
+    stored = dp.store.index_dir(doc.id, dp.fingerprint) / SENTENCE_VECTORS
+    marker = tmp_path / "ran"
+    buffer = io.BytesIO()
+    planted = np.empty(1, dtype=object)
+    planted[0] = _Planted(marker)
+    np.savez(buffer, keys=np.array(json.dumps(["s001"])), a0=planted)
+    stored.write_bytes(buffer.getvalue())
+    answer = DocPipe(dp.settings, embedder=dp.embedder).ask(doc, question, use_cache=False)
+    assert not marker.exists()
+    assert [c.quote for c in answer.citations] == expected
