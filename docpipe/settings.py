@@ -36,6 +36,7 @@ __all__ = [
 #: Offline answers quote nothing below this clause score (`docpipe.answer.extractive`): on cuad-dev with the
 #: default embedder, "nothing found" for half the questions about an absent clause (`docpipe eval-answers`).
 EXTRACTIVE_MIN_SCORE = 2.5
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 
 
 class _Section(BaseModel):
@@ -117,7 +118,7 @@ class EmbeddingSettings(_Section):
     """The passage embedder: model, batch size, device."""
 
     model: str = Field(
-        "all-MiniLM-L6-v2",
+        DEFAULT_EMBEDDER,
         description="sentence-transformers model: 'all-MiniLM-L6-v2' (packaged offline), a local folder, "
         "or 'hashing' (deterministic, no model, for tests and demos).",
     )
@@ -204,10 +205,11 @@ class EngineSettings(_Section):
         description="Sections the extractive answer chooses its clauses from (no language model reads them, "
         "so it looks further than `retrieval.k`).",
     )
-    extractive_min_score: float = Field(
-        EXTRACTIVE_MIN_SCORE,
-        description="The extractive answer quotes nothing, and says so, when no clause scores at least this "
-        "(docpipe eval-answers: the balance between answering and saying 'nothing found').",
+    extractive_min_score: float | None = Field(
+        None,
+        description="The extractive answer quotes nothing, and says so, when no clause scores at least this. "
+        f"Unset: {EXTRACTIVE_MIN_SCORE} with the default embedder (measured by docpipe eval-answers), and no "
+        "floor with another, whose scores it was not measured on (every answer then quotes).",
     )
     revision: str | None = Field(
         None,
@@ -292,6 +294,17 @@ class Settings(BaseSettings):
     def store_root(self) -> Path:
         """Returns the store directory: `home`, else ``$DOCPIPE_HOME``, else the user cache dir."""
         return self.home if self.home is not None else default_home()
+
+    def extractive_floor(self) -> float | None:
+        """Returns the clause score below which an offline answer says "nothing found": as set, else the
+        floor measured for the default embedder, else None (scores of another embedder were not measured).
+
+        >>> Settings().extractive_floor(), Settings(embedding={"model": "hashing"}).extractive_floor()
+        (2.5, None)
+        """
+        if self.engine.extractive_min_score is not None:
+            return self.engine.extractive_min_score
+        return EXTRACTIVE_MIN_SCORE if self.embedding.model == DEFAULT_EMBEDDER else None
 
     def index_fingerprint(self) -> str:
         """Returns a short hash of every setting that changes what ingestion produces."""

@@ -408,10 +408,10 @@ def extractive_answers(
     index: SearchIndex, plan: AnswerPlan, *, embedder: Embedder, settings: Settings, fingerprint: str
 ) -> list[Answer]:
     """Returns one extractive `Answer` per planned question (no language model): the clauses of its context
-    that best answer it, quoted verbatim, or "nothing found" when none scores `engine.extractive_min_score`;
+    that best answer it, quoted verbatim, or "nothing found" when none scores `Settings.extractive_floor`;
     every context's sentences are embedded in one call first."""
     prime_sentences([h for hits in plan.contexts for h in hits], embedder, index.sentence_cache)
-    options = settings.engine
+    options, floor = settings.engine, settings.extractive_floor()
     return [
         stamp(
             extractive_answer(
@@ -420,7 +420,7 @@ def extractive_answers(
                 index.doc,
                 embedder,
                 clauses=options.extractive_clauses,
-                min_score=options.extractive_min_score,
+                min_score=floor,
                 fingerprint=fingerprint,
                 cache=index.sentence_cache,
                 query=v,
