@@ -11,9 +11,10 @@ A clause is a numbered paragraph, sub-clause or paragraph of a section, at most 
   contract files the clause;
 - the share of the question's word stems it contains;
 - the retrieval rank of its section, and whether it is the document's opening (title, parties, dates);
-- the question's intent: the kind of answer its question words ask for ("when" a date, "how long" a
-  duration, "who" a party, "how much" an amount, "which law" a place) held by the clause, weighed by how
-  well the clause matches at all.
+- the question's intent: the kind of answer its words ask for ("when" a date, "how long" a duration, "who"
+  a party, "how much" an amount, "which law" a place, "restricted" a prohibition or consent, "granted" or
+  "licence" a grant, "continue after" a survival clause) held by the clause, weighed by how well the clause
+  matches at all.
 
 The weights were fitted by logistic regression (is this clause the gold one?) on plain-language questions
 over cuad-dev, chosen by five-fold cross-validation by contract (``docpipe eval-answers``), then rounded;
@@ -86,6 +87,11 @@ _ASKS = {
     "restriction": re.compile(
         r"\b(?:restrict\w*|prohibit\w*|forbid\w*|barred|allowed|permitted|consent)\b", re.IGNORECASE
     ),
+    "grant": re.compile(r"\b(?:grant\w*|given|licen[cs]ed?)\b", re.IGNORECASE),
+    "survival": re.compile(
+        r"\b(?:surviv\w*|continue\w*|after (?:the )?(?:contract|agreement|term)|once the (?:contract|agreement))\b",
+        re.IGNORECASE,
+    ),
 }
 _MONTHS = r"(?:January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)"
 _HOLDS = {
@@ -113,6 +119,13 @@ _HOLDS = {
         r"\b(?:shall|will|may|must)\s+not\b|\bwithout\s+(?:the\s+)?(?:prior\s+)?(?:express\s+)?(?:written\s+)?consent\b"
         r"|\bprohibit\w*|\b(?:neither|no)\s+party\b",
         re.IGNORECASE,
+    ),
+    "grant": re.compile(
+        r"\bhereby\s+grants?\b|\bgrants?\s+(?:to\s+)?\w+(?:\s+\w+)?\s+(?:an?|the)\b|\b(?:is|are)\s+(?:hereby\s+)?granted\b",
+        re.IGNORECASE,
+    ),
+    "survival": re.compile(
+        r"\bsurviv\w*|\b(?:after|following|upon)\s+(?:the\s+)?(?:expiration|termination|expiry)\b", re.IGNORECASE
     ),
 }
 
