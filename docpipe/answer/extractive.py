@@ -156,11 +156,30 @@ def _quotable(hits: list[Hit]) -> list[Hit]:
 
 @dataclass(slots=True)
 class _Clauses:
-    """A section's clauses with the embeddings of their sentences (rows in clause order)."""
+    """A section's clauses with the embeddings of their sentences (rows in clause order) and of each clause
+    as a whole (the normalised mean of its sentences'), both computed once per section."""
 
     clauses: list[Clause]
     vectors: Any  # (sentences, dim) float32, unit rows
-    owners: list[int]  # the clause of each sentence row
+    rows: list[tuple[int, int]]  # each clause's rows in `vectors`
+    wholes: Any  # (clauses, dim) float32, unit rows
+
+    @classmethod
+    def of(cls, clauses: list[Clause], vectors: Any) -> _Clauses:
+        import numpy as np
+
+        rows, start = [], 0
+        for clause in clauses:
+            rows.append((start, start + len(clause.sentences)))
+            start += len(clause.sentences)
+        if not rows:  # a bare heading: nothing to quote
+            return cls(clauses, vectors, rows, np.zeros((0, 0), dtype=np.float32))
+        wholes = np.array([vectors[a:b].mean(axis=0) for a, b in rows])
+        return cls(clauses, vectors, rows, wholes / np.maximum(np.linalg.norm(wholes, axis=1, keepdims=True), 1e-9))
+
+
+def _sentence_count(clauses: list[Clause]) -> int:
+    return sum(len(clause.sentences) for clause in clauses)
 
 
 def prime_sentences(hits: list[Hit], embedder: Embedder, cache: dict[str, Any]) -> None:
@@ -176,10 +195,9 @@ def prime_sentences(hits: list[Hit], embedder: Embedder, cache: dict[str, Any]) 
         key = _key(hit)
         if key not in cache and key not in todo:
             clauses = clause_spans(hit.text, max_chars=MAX_CLAUSE_CHARS)
-            owners = [i for i, clause in enumerate(clauses) for _ in clause.sentences]
             kept = stored.get(key)
-            if kept is not None and len(kept) == len(owners):
-                cache[key] = _Clauses(clauses, kept, owners)
+            if kept is not None and len(kept) == _sentence_count(clauses):
+                cache[key] = _Clauses.of(clauses, kept)
             else:
                 todo[key] = clauses
                 texts.extend(hit.text[a:b] for clause in clauses for a, b in clause.sentences)
@@ -196,9 +214,9 @@ def prime_sentences(hits: list[Hit], embedder: Embedder, cache: dict[str, Any]) 
     vectors = embedder.embed(wanted) if wanted else np.zeros((0, 0), dtype=np.float32)
     offset = 0
     for key, clauses in todo.items():
-        owners = [i for i, clause in enumerate(clauses) for _ in clause.sentences]
-        cache[key] = _Clauses(clauses, np.asarray(vectors[offset : offset + len(owners)]), owners)
-        offset += len(owners)
+        count = _sentence_count(clauses)
+        cache[key] = _Clauses.of(clauses, np.asarray(vectors[offset : offset + count]))
+        offset += count
     for heading in headings:
         cache[heading] = vectors[offset]
         offset += 1
@@ -272,7 +290,6 @@ def rank_clauses(
     question: str, hits: list[Hit], embedder: Embedder, cache: dict[str, Any], query: Any = None
 ) -> list[ScoredClause]:
     """Returns every clause of the quotable `hits`, best first, scored as the module docstring says."""
-    import numpy as np
 
     hits = _quotable(hits)
     prime_sentences(hits, embedder, cache)
@@ -287,25 +304,23 @@ def rank_clauses(
         if not entry.clauses:
             continue
         sentence_scores = entry.vectors @ query
+        whole_scores = entry.wholes @ query
         heading = float(cache[_heading_key(hit)] @ query)
         rank = 1.0 / (1 + hit.rank) if hit.role == "match" else 0.0
         opening = 1.0 if hit.role == "front_matter" else 0.0
-        owners = np.asarray(entry.owners)
-        for number, clause in enumerate(entry.clauses):
-            rows = np.flatnonzero(owners == number)
-            best = int(rows[np.argmax(sentence_scores[rows])])
-            mean = entry.vectors[rows].mean(axis=0)
-            whole = float(mean @ query) / max(float(np.linalg.norm(mean)), 1e-9)
+        for clause, (first, last), whole in zip(entry.clauses, entry.rows, whole_scores):
+            scores = sentence_scores[first:last]
+            best = float(scores.max())
             text = hit.text[clause.start : clause.end]
             if text in seen:  # a referenced clause may also be part of a ranked section
                 continue
             seen.add(text)
             shared = len(terms & _stems(text)) / max(len(terms), 1)
             # Holding the kind of answer asked for counts in proportion to how well the clause matches at all.
-            typed = _typed(text, asks) * max(float(sentence_scores[best]), 0.0)
-            features = (float(sentence_scores[best]), whole, heading, shared, rank, opening, typed)
+            typed = _typed(text, asks) * max(best, 0.0)
+            features = (best, float(whole), heading, shared, rank, opening, typed)
             score = sum(w * f for w, f in zip(WEIGHTS, features))
-            sentence = _decisive(hit.text, clause, sentence_scores[rows], terms, asks)
+            sentence = _decisive(hit.text, clause, scores, terms, asks)
             scored.append(ScoredClause(hit, clause.start, clause.end, score, sentence, features))
     scored.sort(key=lambda c: -c.score)
     return scored

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import InputError
+from docpipe.eval.analysis import MIN_SPAN_CHARS, _ratio
 from docpipe.eval.retrieval import _load, normalise_span
 
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = ["evaluate_answers", "format_answers_report", "load_questions", "overlaps"]
 
-MIN_SPAN_CHARS = 4
 MIN_INSIDE_CHARS = 40
 RUN_CHARS = 60
 RUN_SHARE = 0.6
@@ -132,10 +132,6 @@ def _naive_quotes(dp: DocPipe, doc: Document, vectors: Any, cache: dict[str, Any
 
 def _answered(answer_text: str, quotes: list[str], spans: list[str]) -> bool:
     return any(overlaps(piece, gold) for gold in spans for piece in [answer_text, *quotes])
-
-
-def _ratio(hits: int, total: int) -> float | None:
-    return round(hits / total, 4) if total else None
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
