@@ -42,10 +42,14 @@ class AuditManifest:
     section_ids: tuple[str, ...] = ()
     created: str = field(default_factory=lambda: _iso(None))
     docpipe_version: str = ""
+    # Asked of a collection: its name and the SHA-256 of every document whose sections went to the model.
+    collection: str = ""
+    documents_sha256: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["section_ids"] = list(self.section_ids)
+        data["documents_sha256"] = list(self.documents_sha256)
         return data
 
     def to_json(self) -> str:
@@ -56,6 +60,7 @@ class AuditManifest:
     def from_dict(cls, data: dict[str, Any]) -> AuditManifest:
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         fields["section_ids"] = tuple(fields.get("section_ids", ()))
+        fields["documents_sha256"] = tuple(fields.get("documents_sha256", ()))
         return cls(**fields)
 
 

@@ -218,6 +218,9 @@ class Hit:
     # "match" (ranked for the question), "front_matter" (pinned opening), or supporting material brought in
     # for a match: "definition" (a defined term's definition) or "reference" (a section it cites).
     role: str = "match"
+    # The document the section is from: its id (SHA-256) and the name it is seen under.
+    document_id: str = ""
+    document_name: str = ""
 
     @property
     def pages(self) -> str:
@@ -225,6 +228,8 @@ class Hit:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "document_id": self.document_id,
+            "document_name": self.document_name,
             "section_id": self.section_id,
             "heading": self.heading,
             "heading_path": list(self.heading_path),
@@ -251,6 +256,9 @@ class Citation:
     score: float = 0.0
     # The sentence of `quote` that answers best (extractive answers quote whole clauses); "" when not marked.
     highlight: str = ""
+    # The document quoted: its id (SHA-256) and the name it is seen under.
+    document_id: str = ""
+    document_name: str = ""
 
     @property
     def pages(self) -> str:
@@ -295,6 +303,10 @@ class Answer:
     prompt_version: str = ""
     settings_fingerprint: str = ""
     document_name: str = ""
+    # Asked of a collection: its name, and every document whose sections were in the context (for an answer
+    # about one document, `document_id` is it and this list is empty).
+    collection: str = ""
+    document_ids: list[str] = field(default_factory=list)
 
     def manifest(self) -> AuditManifest:
         """Returns the answer's audit manifest: document SHA-256, model and revision, settings, sections, time."""
@@ -312,6 +324,8 @@ class Answer:
             section_ids=tuple(self.section_ids),
             created=iso_time(self.created),
             docpipe_version=__version__,
+            collection=self.collection,
+            documents_sha256=tuple(self.document_ids),
         )
 
     def to_dict(self) -> dict[str, Any]:

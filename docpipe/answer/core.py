@@ -55,6 +55,7 @@ __all__ = [
     "generative_answer",
     "plan_answers",
     "stamp",
+    "with_document",
 ]
 
 logger = logging.getLogger(__name__)
@@ -202,15 +203,22 @@ def plan_answers(
     k: int | None = None,
     mode: ThinkingMode | None = None,
     analysis: bool = False,
+    queries: Sequence[str] | None = None,
 ) -> AnswerPlan:
     """Returns the plan for answering `questions` about `index`'s document: every question checked, embedded in
     one call (most of retrieval's time is the question embedding), its context selected within the budget
-    that fits `engine` and, with an engine, its request (`mode`, default `engine.thinking`) and cache key."""
+    that fits `engine` and, with an engine, its request (`mode`, default `engine.thinking`) and cache key.
+
+    `queries` (one per question) is what retrieval searches for instead of the question itself: a question
+    asked of a collection with the words naming the contract taken out (`docpipe.retrieve.collection`)."""
     budget = context_budget(settings, engine)
     for question in questions:
         check_question(question, which="a question")
     questions = list(questions)
-    vectors = embedder.embed(questions) if questions else []
+    searched = list(queries) if queries is not None else questions
+    if len(searched) != len(questions):
+        raise ConfigError(f"{len(searched)} retrieval queries for {len(questions)} questions: give one per question")
+    vectors = embedder.embed(searched) if questions else []
     if k is None and engine is None:
         # No model reads the context: the clause picker looks further than a prompt would hold.
         k = settings.engine.extractive_k
@@ -218,7 +226,7 @@ def plan_answers(
         select_context(
             index, q, retrieval=settings.retrieval, chunking=settings.chunking, k=k, budget_tokens=budget, query=v
         )
-        for q, v in zip(questions, vectors)
+        for q, v in zip(searched, vectors)
     ]
     requests: list[GenerationRequest] = []
     keys: list[str] = []
@@ -270,10 +278,21 @@ def generate_cached(
     return items  # type: ignore[return-value]
 
 
+def with_document(answer: Answer, doc: Document) -> Answer:
+    """Returns `answer` naming `doc` as it is seen (its name in this matter or collection), on the answer
+    and on its citations of that document (or of none yet)."""
+    answer.document_name = doc.name
+    answer.citations = [
+        replace(c, document_id=doc.id, document_name=doc.name) if c.document_id in ("", doc.id) else c
+        for c in answer.citations
+    ]
+    return answer
+
+
 def stamp(answer: Answer, doc: Document, *, settings: Settings) -> Answer:
     """Returns `answer` with what its audit manifest needs beyond the answer itself: the document's name, the
     settings fingerprint, the model revision and (for a model's answer) the prompt version."""
-    answer.document_name = doc.name
+    with_document(answer, doc)
     answer.settings_fingerprint = settings.settings_fingerprint()
     answer.model_revision = model_revision(settings.engine, answer.engine, answer.model)
     answer.prompt_version = PROMPT_VERSION if answer.mode == "generative" else ""
@@ -397,7 +416,7 @@ def generate_answers(
         plan.keys,
         doc=doc,
         finish=finish,
-        load=Answer.from_dict,
+        load=lambda stored: with_document(Answer.from_dict(stored), doc),
         dump=Answer.to_dict,
         cache=cache,
         metric="answer_cache",

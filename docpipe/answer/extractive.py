@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ENABLE_MODEL_HINT",
     "NOTHING_FOUND",
+    "NOTHING_FOUND_IN_COLLECTION",
     "ScoredClause",
     "dump_vectors",
     "extractive_answer",
@@ -58,6 +59,7 @@ ENABLE_MODEL_HINT = (
 
 #: The first words of an extractive answer that found nothing worth quoting.
 NOTHING_FOUND = "No clause of this contract clearly answers the question."
+NOTHING_FOUND_IN_COLLECTION = "No clause of these contracts clearly answers the question."
 
 #: Longest quoted clause, in characters (a longer paragraph is quoted as runs of whole sentences).
 MAX_CLAUSE_CHARS = 700
@@ -366,46 +368,69 @@ def extractive_answer(
     fingerprint: str = "",
     cache: dict[str, Any] | None = None,
     query: Any = None,
+    documents: dict[str, tuple[Document, dict[str, Any]]] | None = None,
 ) -> Answer:
     """Returns the `clauses` clauses of `hits` that best answer `question`, quoted verbatim, each with its
     decisive sentence marked; or, when none scores at least `min_score`, an answer with no quote that says
-    so and names the sections searched. `query` is the question's embedding when the caller has it."""
-    cache = {} if cache is None else cache
-    ranked = rank_clauses(question, hits, embedder, cache, query)
+    so and names the sections searched. `query` is the question's embedding when the caller has it.
+
+    Over a collection `hits` come from several documents: `documents` maps each hit's `document_id` to its
+    `Document` and sentence cache, the clauses of every document compete, and each quote names its document
+    (`doc` then only stands for the collection's answer)."""
+    if documents is None:
+        documents = {doc.id: (doc, {} if cache is None else cache)}
+        for hit in hits:
+            documents.setdefault(hit.document_id, documents[doc.id])
+    if query is None:
+        query = embedder.embed([question])[0]
+    ranked: list[ScoredClause] = []
+    groups: dict[str, list[Hit]] = {}
+    for hit in hits:
+        groups.setdefault(hit.document_id, []).append(hit)
+    for doc_id, group in groups.items():
+        ranked += rank_clauses(question, group, embedder, documents[doc_id][1], query)
+    ranked.sort(key=lambda c: -c.score)
     searched = [h.section_id for h in hits]
+    several = len({documents[doc_id][0].id for doc_id in groups}) > 1
     if not ranked or (min_score is not None and ranked[0].score < min_score):
-        return _nothing_found(question, hits, doc, ranked, fingerprint=fingerprint)
+        return _nothing_found(question, hits, doc, ranked, fingerprint=fingerprint, several=several)
     citations: list[Citation] = []
     lines = [
-        "Extractive answer (no language model configured): the clauses of the contract that best match the "
-        "question, quoted verbatim; the sentence that matches best is in bold.",
+        "Extractive answer (no language model configured): the clauses of the "
+        + ("contracts" if several else "contract")
+        + " that best match the question, quoted verbatim; the sentence that matches best is in bold.",
         "",
     ]
     taken: list[ScoredClause] = []
     for candidate in ranked:
+        hit = candidate.hit
         if any(
-            c.hit.section_id == candidate.hit.section_id and c.start < candidate.end and candidate.start < c.end
+            c.hit.document_id == hit.document_id
+            and c.hit.section_id == hit.section_id
+            and c.start < candidate.end
+            and candidate.start < c.end
             for c in taken
         ):
             continue
         taken.append(candidate)
-        found = locate_quote(candidate.text, [candidate.hit], doc)
-        first, last = (
-            (found.page_start, found.page_end) if found else (candidate.hit.page_start, candidate.hit.page_end)
-        )
-        decisive = candidate.hit.text[candidate.decisive[0] : candidate.decisive[1]]
+        found = locate_quote(candidate.text, [hit], documents[hit.document_id][0])
+        first, last = (found.page_start, found.page_end) if found else (hit.page_start, hit.page_end)
+        decisive = hit.text[candidate.decisive[0] : candidate.decisive[1]]
         citation = Citation(
-            candidate.hit.section_id,
-            candidate.hit.heading,
+            hit.section_id,
+            hit.heading,
             first,
             last,
             candidate.text,
             found is not None,
             round(candidate.score, 4),
             highlight=decisive,
+            document_id=hit.document_id,
+            document_name=hit.document_name,
         )
         citations.append(citation)
-        lines.append(f'{len(citations)}. "{_marked(candidate)}" ({citation.heading}, {citation.pages})')
+        where = f"{hit.document_name}, " if several else ""
+        lines.append(f'{len(citations)}. "{_marked(candidate)}" ({where}{citation.heading}, {citation.pages})')
         if len(citations) >= clauses:
             break
     return Answer(
@@ -422,18 +447,28 @@ def extractive_answer(
 
 
 def _nothing_found(
-    question: str, hits: list[Hit], doc: Document, ranked: list[ScoredClause], *, fingerprint: str
+    question: str,
+    hits: list[Hit],
+    doc: Document,
+    ranked: list[ScoredClause],
+    *,
+    fingerprint: str,
+    several: bool = False,
 ) -> Answer:
     """Returns the answer that quotes nothing: says so, and where the closest (weak) match was."""
-    where = sorted({(h.page_start, h.heading) for h in hits if h.role == "match"})
-    text = f"{NOTHING_FOUND} docpipe searched {len(where)} sections"
+
+    def named(hit: Hit) -> str:
+        return f"{hit.document_name}, {hit.heading}" if several else hit.heading
+
+    where = sorted({(h.document_name if several else "", h.page_start, named(h)) for h in hits if h.role == "match"})
+    text = (NOTHING_FOUND_IN_COLLECTION if several else NOTHING_FOUND) + f" docpipe searched {len(where)} sections"
     if where:
-        text += " (" + "; ".join(f"{heading}, p. {page}" for page, heading in where[:8]) + ")"
+        text += " (" + "; ".join(f"{heading}, p. {page}" for _, page, heading in where[:8]) + ")"
     text += " and quotes none of them, because none matches the question well."
     if ranked:
         best = ranked[0]
         text += (
-            f" The closest, weak match is in {best.hit.heading} ({best.hit.pages}): read it there, or rephrase "
+            f" The closest, weak match is in {named(best.hit)} ({best.hit.pages}): read it there, or rephrase "
             "the question with the contract's own words."
         )
     return Answer(

@@ -25,16 +25,20 @@ import hmac
 import re
 import secrets
 import unicodedata
+from dataclasses import replace
 from typing import Literal
 
 from docpipe.types import Hit
 
 __all__ = [
     "ANALYSIS_PROMPT_VERSION",
+    "COLLECTION_PROMPT_VERSION",
     "PROMPT_VERSION",
     "SYSTEM_PROMPT",
+    "SYSTEM_PROMPT_COLLECTION",
     "ThinkingMode",
     "analysis_question",
+    "build_collection_prompt",
     "build_user_prompt",
     "contract_key",
     "extract_quotes",
@@ -193,7 +197,45 @@ def build_user_prompt(question: str, context: list[Hit], *, document_name: str =
     return "\n".join(parts)
 
 
-_QUOTE = re.compile(r"[\"“]([^\"”]{12,}?)[\"”]\s*(?:\[(s\d+)\])?")
+COLLECTION_PROMPT_VERSION = "cited-qa-collection-1"
+
+SYSTEM_PROMPT_COLLECTION = (
+    SYSTEM_PROMPT.replace(
+        "You answer questions about one contract using only the contract sections provided in the user's message.",
+        "You answer questions about a set of contracts using only the contract sections provided in the user's "
+        "message. Each contract is its own block, named by its name attribute; keep them apart: never attribute "
+        "one contract's terms to another.",
+    )
+    .replace(
+        'The contract starts at a tag <contract-KEY name="..."> and ends',
+        'Each contract starts at a tag <contract-KEY name="..."> and ends',
+    )
+    .replace(
+        "[s069].",
+        "[d1.s069] (section ids name their contract: d1, d2, ...), and name the contract each statement is about.",
+    )
+)
+
+
+def build_collection_prompt(question: str, groups: list[tuple[str, str, list[Hit]]]) -> str:
+    """Returns the user message for a question over several contracts: one delimited block per contract
+    (`groups`: document id, name, its sections in document order), each section labelled ``dN.sNNN`` (N: the
+    contract's place in the message), then the question. Untrusted text is neutralised as in
+    `build_user_prompt`, and each block's tag carries its own contract's key."""
+    parts: list[str] = []
+    for n, (document_id, document_name, hits) in enumerate(groups, 1):
+        tag = f"contract-{contract_key(document_id=document_id, document_name=document_name)}"
+        name = _attribute(document_name)
+        parts.append(f'<{tag} name="{name}">' if name else f"<{tag}>")
+        for hit in hits:
+            labelled = replace(hit, section_id=f"d{n}.{hit.section_id}")
+            parts.append(f"{_label(labelled)}\n{neutralise(hit.text)}\n</section>")
+        parts.append(f"</{tag}>")
+    parts.append(f"Question: {neutralise(question.strip())}")
+    return "\n".join(parts)
+
+
+_QUOTE = re.compile(r"[\"“]([^\"”]{12,}?)[\"”]\s*(?:\[((?:d\d+\.)?s\d+)\])?")
 
 
 def extract_quotes(answer: str) -> list[tuple[str, str | None]]:

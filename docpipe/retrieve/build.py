@@ -15,7 +15,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,8 @@ from docpipe.retrieve.fusion import SearchIndex
 from docpipe.types import Document, Page, PageStatus, Passage
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from docpipe.embed.base import Embedder
     from docpipe.ingest.slots import ExtractionSlots
     from docpipe.ingest.store import Store
@@ -32,14 +34,18 @@ if TYPE_CHECKING:
     from docpipe.settings import ExtractionSettings, RetrievalSettings, Settings
 
 __all__ = [
+    "Prepared",
     "Source",
     "build_index",
     "check_access",
     "extract",
+    "finish_index",
     "load_index",
     "password_check",
+    "prepare_index",
     "read_source",
     "search_index",
+    "stored_parts",
     "view",
 ]
 
@@ -179,29 +185,44 @@ def _extract_record(
     return record
 
 
-def build_index(
-    doc: Document,
-    *,
-    store: Store,
-    embedder: Embedder,
-    settings: Settings,
-    fingerprint: str,
-    progress: Progress,
-) -> SearchIndex:
-    """Returns the search index of an extracted `doc`, made and stored: its sections (set on `doc`), passages
-    sized to `embedder`, their embeddings in a dense index; saved under the document id and `fingerprint`."""
+@dataclass(slots=True)
+class Prepared:
+    """A document made ready for embedding: sections set, passages cut, and the texts the embedder reads."""
+
+    doc: Document
+    passages: list[Passage]
+    texts: list[str]
+
+
+def prepare_index(doc: Document, *, embedder: Embedder, settings: Settings, progress: Progress) -> Prepared:
+    """Returns `doc` split into sections (set on `doc`) and passages sized to `embedder`, with the text the
+    embedder reads for each passage: everything of an index but the embeddings."""
     from docpipe.ingest.passages import embedding_text, make_passages
     from docpipe.ingest.sections import split_sections
     from docpipe.ingest.tokens import get_token_counter
-    from docpipe.retrieve.dense import DenseIndex
 
     progress("splitting into sections")
     counter = get_token_counter(settings.chunking.tokenizer)
     doc.sections = split_sections(doc, counter, settings.chunking)
     passages = make_passages(doc.sections, doc.text, embedder, overlap=settings.chunking.passage_overlap)
-    progress(f"embedding {len(passages)} passages")
     sections = {s.id: s for s in doc.sections}
-    vectors = embedder.embed([embedding_text(p, sections[p.section_id], embedder) for p in passages])
+    return Prepared(doc, passages, [embedding_text(p, sections[p.section_id], embedder) for p in passages])
+
+
+def finish_index(
+    prepared: Prepared,
+    vectors: np.ndarray,
+    *,
+    store: Store,
+    embedder: Embedder,
+    settings: Settings,
+    fingerprint: str,
+) -> SearchIndex:
+    """Returns the search index of a prepared document given its passages' embeddings (`vectors`, one row
+    per passage), saved in the store under the document id and `fingerprint`."""
+    from docpipe.retrieve.dense import DenseIndex
+
+    doc, passages = prepared.doc, prepared.passages
     dense = DenseIndex(vectors, index_type=settings.retrieval.index_type)
     files = {
         "document.json": json.dumps(doc.to_dict()).encode(),
@@ -216,11 +237,59 @@ def build_index(
     return search_index(doc, passages, dense, embedder=embedder, retrieval=settings.retrieval)
 
 
+def build_index(
+    doc: Document,
+    *,
+    store: Store,
+    embedder: Embedder,
+    settings: Settings,
+    fingerprint: str,
+    progress: Progress,
+) -> SearchIndex:
+    """Returns the search index of an extracted `doc`, made and stored: its sections (set on `doc`), passages
+    sized to `embedder`, their embeddings in a dense index; saved under the document id and `fingerprint`."""
+    prepared = prepare_index(doc, embedder=embedder, settings=settings, progress=progress)
+    progress(f"embedding {len(prepared.passages)} passages")
+    vectors = embedder.embed(prepared.texts)
+    return finish_index(prepared, vectors, store=store, embedder=embedder, settings=settings, fingerprint=fingerprint)
+
+
 def load_index(
     doc_id: str, *, store: Store, embedder: Embedder, retrieval: RetrievalSettings, fingerprint: str
 ) -> SearchIndex | None:
     """Returns the stored search index of the document under `fingerprint`, or None when there is none; an
     unreadable one is dropped from the store (it is rebuilt on next use)."""
+    parts = _stored(doc_id, store=store, fingerprint=fingerprint)
+    if parts is None:
+        return None
+    doc, passages, dense = parts
+    return search_index(doc, passages, dense, embedder=embedder, retrieval=retrieval)
+
+
+def stored_parts(doc_id: str, *, store: Store, fingerprint: str) -> tuple[Document, list[str], np.ndarray] | None:
+    """Returns the stored document, its passage texts and their vectors (one row each), without building a
+    search index (no BM25): what a collection's pooled index needs of a member. None when not stored."""
+    import faiss
+    import numpy as np
+
+    parts = _stored(doc_id, store=store, fingerprint=fingerprint)
+    if parts is None:
+        return None
+    doc, passages, dense = parts
+    raw = dense.faiss_index
+    size = int(raw.ntotal)
+    if size == 0:
+        vectors = np.zeros((0, raw.d), dtype=np.float32)
+    else:
+        if isinstance(raw, faiss.IndexIVF):
+            raw.make_direct_map()
+        elif isinstance(raw, faiss.IndexHNSW):
+            raw = faiss.downcast_index(raw.storage)
+        vectors = np.asarray(raw.reconstruct_n(0, size), dtype=np.float32)
+    return doc, [p.text for p in passages], vectors
+
+
+def _stored(doc_id: str, *, store: Store, fingerprint: str) -> tuple[Document, list[Passage], DenseIndex] | None:
     files = store.load_index(doc_id, fingerprint)
     if files is None:
         return None
@@ -239,7 +308,7 @@ def load_index(
         logger.warning("stored index for %s is unreadable (%s); rebuilding it", doc_id, exc)
         store.drop_index(doc_id, fingerprint)
         return None
-    return search_index(doc, passages, dense, embedder=embedder, retrieval=retrieval)
+    return doc, passages, dense
 
 
 def search_index(

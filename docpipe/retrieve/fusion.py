@@ -45,7 +45,11 @@ class SearchIndex:
         if not self.doc.sections or self.doc.sections[0].n_tokens > limit_tokens:
             return None
         section = self.doc.sections[0]
-        return replace(_hit(section, score=0.0, rank=-1, passage=None), role="front_matter")
+        return self.tag(replace(_hit(section, score=0.0, rank=-1, passage=None), role="front_matter"))
+
+    def tag(self, hit: Hit) -> Hit:
+        """Returns `hit` naming this index's document (id and the name it is seen under)."""
+        return replace(hit, document_id=self.doc.id, document_name=self.doc.name)
 
     @property
     def references(self) -> References:
@@ -90,7 +94,15 @@ class SearchIndex:
         hits = []
         for rank, (sid, pid) in enumerate(ordered):
             hit = _hit(self._sections[sid], score=fused[pid], rank=rank, passage=self.passages[pid])
-            hits.append(replace(hit, dense_rank=dense_rank.get(pid), bm25_rank=bm25_rank.get(pid)))
+            hits.append(
+                replace(
+                    hit,
+                    dense_rank=dense_rank.get(pid),
+                    bm25_rank=bm25_rank.get(pid),
+                    document_id=self.doc.id,
+                    document_name=self.doc.name,
+                )
+            )
         return hits
 
 
@@ -167,6 +179,7 @@ def select_context(
 
         left = budget - sum(h.n_tokens for h in chosen)
         counter = get_token_counter(chunking.tokenizer)
-        chosen += supporting_hits(chosen, index.doc, index.references, budget_tokens=left, count_tokens=counter.count)
+        support = supporting_hits(chosen, index.doc, index.references, budget_tokens=left, count_tokens=counter.count)
+        chosen += [index.tag(h) for h in support]
     position = {s.id: i for i, s in enumerate(index.doc.sections)}
     return sorted(chosen, key=lambda h: (position[h.section_id], h.passage_start))

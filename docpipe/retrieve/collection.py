@@ -1,0 +1,569 @@
+"""Retrieval over a collection of documents: route the question to the contracts it names, then retrieve
+inside them; a question that names none is ranked across every contract through one pooled index.
+
+The published failure of retrieval over many contracts is quoting a similar clause of the wrong contract:
+pooling every contract's passages into one index lets another contract's clause win. So a question goes
+through two stages:
+
+1. **Routing**, over one *card* per document: the name it goes by in the collection and the opening of its
+   text (title, parties, date). BM25 (bm25s) and the embedder score the cards; a document is *named* when its
+   card's BM25 score stands clear of the rest (`ROUTE_RATIO`) on words rare in the collection, the way a
+   title, a party or a file name is. Named documents are searched on their own, with the naming words taken
+   out of the query (`strip_naming`): what is left is what the question asks of the contract.
+2. **Pooled ranking** when nothing is named: one FAISS index over every member's passage vectors (read back
+   from the documents' own indexes, never embedded again) and one bm25s index over their texts, fused by
+   reciprocal rank; passages are lifted to their sections and the best sections of any contract come first.
+
+The index lives beside the collection record (``<collection>/index-<fingerprint>/``). Adding a document
+adds its card and its vectors; removing one removes them (FAISS ``remove_ids``); neither re-embeds or
+re-extracts anything. The pooled index is exact (flat) below `AUTO_FLAT_BELOW` vectors and IVF from there,
+trained once when it crosses that size and again only when it has grown `RETRAIN_GROWTH` times since. The
+bm25s index over passages is rebuilt from the stored texts when the member set has changed and saved, so
+a later load reads it instead of building it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from docpipe.errors import StoreError
+from docpipe.ingest.store import make_private_dir, sha256_hex
+from docpipe.retrieve.dense import AUTO_FLAT_BELOW, IVF_NPROBE, ivf_lists, tokenize
+from docpipe.retrieve.fusion import SearchIndex
+from docpipe.types import Hit
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from docpipe.embed.base import Embedder
+    from docpipe.ingest.collections import Member
+
+__all__ = [
+    "CARD_CHARS",
+    "ROUTE_RATIO",
+    "CollectionIndex",
+    "Route",
+    "card_text",
+    "collection_context",
+    "strip_naming",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Characters of a document's opening text on its card: the title, the parties and the date sit there.
+#: Measured on cuad-collection-dev (README, "Collections"): 600 characters routed 0.97 of the questions to
+#: their contract, 1,500 and 3,000 about 1.0 at 68 contracts; past that the recitals add words every
+#: contract shares.
+CARD_CHARS = 1500
+#: A document is named when its card's BM25 score is at least this many times the next document's.
+ROUTE_RATIO = 1.5
+#: ... and the words it matched carry at least this much BM25 weight (a single common word does not).
+ROUTE_MIN_SCORE = 4.0
+#: Documents scoring at least 1/NAMED_GROUP of the best are named with it, when the group stands clear.
+NAMED_GROUP = 2
+#: Documents searched for a question that names several (e.g. "compare the supply agreements of A and B").
+MAX_NAMED = 4
+#: Passages taken from each of the pooled dense and BM25 rankings before fusion.
+POOL_DEPTH = 200
+RETRAIN_GROWTH = 4
+_RRF_K = 60
+# id of a passage in the pooled index: the member's slot in the high bits, the passage's index in the low.
+_SLOT_SHIFT = 24
+_FORMAT = 1
+
+_WORD = re.compile(r"[A-Za-z0-9]+(?:[.'&-][A-Za-z0-9]+)*")
+
+
+def card_text(name: str, text: str) -> str:
+    """Returns a document's routing card: the name it goes by (file-name separators read as spaces) and
+    the opening `CARD_CHARS` characters of its text.
+
+    >>> card_text("ACME_Supply-Agreement.pdf", "SUPPLY AGREEMENT between ACME Inc. and Beta LLC")
+    'ACME Supply Agreement\\nSUPPLY AGREEMENT between ACME Inc. and Beta LLC'
+    """
+    stem = name.rsplit(".", 1)[0] if "." in name[-6:] else name
+    stem = " ".join(re.sub(r"[_\-]+", " ", stem).split())
+    return f"{stem}\n{text[:CARD_CHARS]}"
+
+
+def strip_naming(question: str, card: str, rare: Callable[[str], bool]) -> str:
+    """Returns `question` without the words that name the document of `card`: every run of two or more
+    consecutive words found on the card (stopwords inside a run belong to it), and single card words that
+    `rare` says are rare in the collection (a party's name). What is left is what the question asks; when
+    nothing would be left, the question is returned whole.
+
+    >>> card = "Supply Agreement between ACME Inc. and Beta LLC"
+    >>> strip_naming("In the Supply Agreement between ACME and Beta, who pays for shipping?", card, lambda w: w == "beta")
+    'In the , who pays for shipping?'
+    """
+    on_card = set(tokenize(card)) | {w.lower() for w in _WORD.findall(card)}
+    words = list(_WORD.finditer(question))
+    marks = [w.group().lower() in on_card for w in words]
+    stop = [not tokenize(w.group()) for w in words]
+    drop = [False] * len(words)
+    i = 0
+    while i < len(words):
+        if not marks[i] or stop[i]:
+            i += 1
+            continue
+        j = i
+        content = 0
+        while j < len(words) and marks[j]:
+            content += not stop[j]
+            j += 1
+        while j > i and stop[j - 1]:  # a run ends on a word of its own
+            j -= 1
+        if content >= 2 or (content == 1 and rare(words[i].group().lower())):
+            for n in range(i, j):
+                drop[n] = True
+        i = max(j, i + 1)
+    if not any(drop) or all(drop[n] or stop[n] for n in range(len(words))):
+        return question
+    parts, cursor = [], 0
+    for word, dropped in zip(words, drop):
+        if dropped:
+            parts.append(question[cursor : word.start()])
+            cursor = word.end()
+    parts.append(question[cursor:])
+    return " ".join("".join(parts).split())
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a question goes: the documents it names (best first; empty when it names none) and every
+    member's routing score, best first (BM25 over the cards)."""
+
+    named: tuple[str, ...]
+    scores: tuple[tuple[str, float], ...]
+
+    @property
+    def best(self) -> str | None:
+        return self.scores[0][0] if self.scores else None
+
+
+class CollectionIndex:
+    """Returns routes and pooled rankings over one collection's members (see the module docstring)."""
+
+    def __init__(self, folder: Path, embedder: Embedder) -> None:
+        self.folder = Path(folder)
+        self.embedder = embedder
+        self.ids: list[str] = []  # member ids, in card order
+        self.names: list[str] = []
+        self.cards: list[str] = []
+        self.slots: list[int] = []
+        self.counts: list[int] = []  # passages per member in the pooled index
+        self.card_vectors: np.ndarray | None = None
+        self._card_bm25: Any = None
+        self._pooled: Any = None  # faiss index with ids
+        self._trained_at = 0
+        self._bm25: Any = None  # bm25s over every member's passages, for `_bm25_ids`
+        self._bm25_ids: np.ndarray | None = None
+        self._bm25_state = ""
+
+    # -- persistence ---------------------------------------------------------------------
+    @classmethod
+    def load(cls, folder: Path, embedder: Embedder) -> CollectionIndex:
+        """Returns the index stored in `folder`, or an empty one when there is none or it is unreadable
+        (then `sync` builds it again from the members' own indexes)."""
+        import numpy as np
+
+        self = cls(folder, embedder)
+        try:
+            meta = json.loads((folder / "state.json").read_bytes())
+            if meta.get("format") != _FORMAT:
+                raise ValueError(f"format {meta.get('format')}")
+            for name, digest in meta["files"].items():
+                if sha256_hex((folder / name).read_bytes()) != digest:
+                    raise ValueError(f"checksum mismatch in {name}")
+            cards = json.loads((folder / "cards.json").read_bytes())
+            self.ids = [c["id"] for c in cards]
+            self.names = [c["name"] for c in cards]
+            self.cards = [c["text"] for c in cards]
+            self.slots = [int(c["slot"]) for c in cards]
+            self.counts = [int(c["passages"]) for c in cards]
+            with open(folder / "cards.npy", "rb") as handle:
+                self.card_vectors = np.load(handle, allow_pickle=False)
+            import faiss
+
+            raw = np.frombuffer((folder / "passages.faiss").read_bytes(), dtype=np.uint8)
+            self._pooled = faiss.deserialize_index(raw)
+            self._trained_at = int(meta.get("trained_at", 0))
+            self._bm25_state = str(meta.get("bm25_state", ""))
+            if self._bm25_state and (folder / "bm25").is_dir():
+                import bm25s
+
+                self._bm25 = bm25s.BM25.load(str(folder / "bm25"), allow_pickle=False, show_progress=False)
+                with open(folder / "bm25_ids.npy", "rb") as handle:
+                    self._bm25_ids = np.load(handle, allow_pickle=False)
+        except FileNotFoundError:
+            return cls(folder, embedder)
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+            logger.warning("collection index %s is unreadable (%s); building it again", folder, exc)
+            return cls(folder, embedder)
+        self._index_cards()
+        return self
+
+    def save(self) -> None:
+        """Writes the index to its folder: every file to a temp folder first, then renamed into place."""
+        import faiss
+        import numpy as np
+
+        make_private_dir(self.folder.parent)
+        tmp = Path(tempfile.mkdtemp(dir=self.folder.parent, prefix=f".{self.folder.name}.", suffix=".tmp"))
+        try:
+            cards = [
+                {"id": i, "name": n, "text": t, "slot": s, "passages": c}
+                for i, n, t, s, c in zip(self.ids, self.names, self.cards, self.slots, self.counts)
+            ]
+            (tmp / "cards.json").write_bytes(json.dumps(cards).encode())
+            with open(tmp / "cards.npy", "wb") as handle:
+                np.save(handle, self._card_matrix(), allow_pickle=False)
+            (tmp / "passages.faiss").write_bytes(faiss.serialize_index(self._pooled_index()).tobytes())
+            files = ["cards.json", "cards.npy", "passages.faiss"]
+            if self._bm25 is not None and self._bm25_ids is not None:
+                self._bm25.save(str(tmp / "bm25"), allow_pickle=False, show_progress=False)
+                with open(tmp / "bm25_ids.npy", "wb") as handle:
+                    np.save(handle, self._bm25_ids, allow_pickle=False)
+                files.append("bm25_ids.npy")
+            state = {
+                "format": _FORMAT,
+                "trained_at": self._trained_at,
+                "bm25_state": self._bm25_state if self._bm25 is not None else "",
+                "files": {name: sha256_hex((tmp / name).read_bytes()) for name in files},
+                "saved": time.time(),
+            }
+            (tmp / "state.json").write_bytes(json.dumps(state, indent=1).encode())
+            old = self.folder.with_name(f".{self.folder.name}.old-{tmp.name[-12:]}")
+            if self.folder.exists():
+                self.folder.rename(old)
+            tmp.rename(self.folder)
+            shutil.rmtree(old, ignore_errors=True)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise StoreError(
+                f"cannot write the collection index to {self.folder}: {exc}", path=str(self.folder)
+            ) from exc
+
+    # -- keeping up with the members -------------------------------------------------------
+    def sync(self, members: Sequence[Member], load: Callable[[str], tuple[str, np.ndarray] | None]) -> bool:
+        """Brings the index up to `members`: cards and vectors of new members are added (`load` gives a
+        member's text and passage vectors, read from its own index), those of former members removed.
+        Returns True when anything changed (the caller saves). A member that is not stored is left out
+        and logged."""
+        import numpy as np
+
+        wanted = {m.id: m for m in members}
+        gone = [n for n, doc_id in enumerate(self.ids) if doc_id not in wanted]
+        changed = False
+        if gone:
+            self._remove_rows(gone)
+            changed = True
+        present = set(self.ids)
+        new_cards: list[str] = []
+        for member in members:
+            if member.id in present:
+                continue
+            loaded = load(member.id)
+            if loaded is None:
+                logger.warning("collection index: document %s is not in the store; left out", member.id[:12])
+                continue
+            text, vectors = loaded
+            self._add_passages(member.slot, vectors)
+            self.ids.append(member.id)
+            self.names.append(member.name)
+            self.cards.append(card_text(member.name, text))
+            self.slots.append(member.slot)
+            self.counts.append(int(vectors.shape[0]))
+            new_cards.append(self.cards[-1])
+            changed = True
+        if new_cards:
+            fresh = self.embedder.embed(new_cards).astype(np.float32)
+            old = self._card_matrix()
+            self.card_vectors = np.vstack([old[: len(self.ids) - len(new_cards)], fresh])
+        if changed:
+            self._index_cards()
+        return changed
+
+    def _card_matrix(self) -> np.ndarray:
+        import numpy as np
+
+        if self.card_vectors is None:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        return self.card_vectors
+
+    def _remove_rows(self, rows: list[int]) -> None:
+        import numpy as np
+
+        drop = set(rows)
+        slots = [self.slots[n] for n in rows]
+        if self._pooled is not None:
+            ids = np.concatenate(
+                [(np.int64(s) << _SLOT_SHIFT) + np.arange(self.counts[n], dtype=np.int64) for s, n in zip(slots, rows)]
+            )
+            self._pooled.remove_ids(ids)
+        keep = [n for n in range(len(self.ids)) if n not in drop]
+        self.ids = [self.ids[n] for n in keep]
+        self.names = [self.names[n] for n in keep]
+        self.cards = [self.cards[n] for n in keep]
+        self.slots = [self.slots[n] for n in keep]
+        self.counts = [self.counts[n] for n in keep]
+        if self.card_vectors is not None:
+            self.card_vectors = self.card_vectors[keep]
+
+    def _pooled_index(self) -> Any:
+        import faiss
+
+        if self._pooled is None:
+            self._pooled = faiss.IndexIDMap2(faiss.IndexFlatIP(self.embedder.dim))
+        return self._pooled
+
+    def _add_passages(self, slot: int, vectors: np.ndarray) -> None:
+        import faiss
+        import numpy as np
+
+        pooled = self._pooled_index()
+        ids = (np.int64(slot) << _SLOT_SHIFT) + np.arange(len(vectors), dtype=np.int64)
+        pooled.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
+        total = int(pooled.ntotal)
+        flat = not isinstance(pooled, faiss.IndexIVF)
+        if (flat and total >= AUTO_FLAT_BELOW) or (not flat and total >= RETRAIN_GROWTH * max(self._trained_at, 1)):
+            self._pooled = _retrain(pooled, self.embedder.dim)
+            self._trained_at = total
+
+    @property
+    def pooled_type(self) -> str:
+        import faiss
+
+        return "ivf" if isinstance(self._pooled, faiss.IndexIVF) else "flat"
+
+    @property
+    def size(self) -> int:
+        """Returns how many passage vectors the pooled index holds."""
+        return 0 if self._pooled is None else int(self._pooled.ntotal)
+
+    def _index_cards(self) -> None:
+        import bm25s
+
+        self._card_bm25 = None
+        if self.cards:
+            bm25 = bm25s.BM25()
+            bm25.index([tokenize(c) or ["\x00"] for c in self.cards], show_progress=False)
+            self._card_bm25 = bm25
+        self._card_df: dict[str, int] = {}
+        for card in self.cards:
+            for term in set(tokenize(card)):
+                self._card_df[term] = self._card_df.get(term, 0) + 1
+
+    def rare(self, term: str) -> bool:
+        """Returns whether `term` is on at most 2% of the cards (at least one): a name, not a common word."""
+        return 0 < self._card_df.get(term, 0) <= max(1, len(self.cards) // 50)
+
+    # -- routing ---------------------------------------------------------------------------
+    def route(self, question: str) -> Route:
+        """Returns the documents `question` names (see the module docstring) and every card's score."""
+        import numpy as np
+
+        if not self.ids or self._card_bm25 is None:
+            return Route((), ())
+        terms = tokenize(question)
+        scores = np.asarray(self._card_bm25.get_scores(terms), dtype=np.float64) if terms else np.zeros(len(self.ids))
+        order = np.argsort(-scores, kind="stable")
+        ranked = tuple((self.ids[n], float(scores[n])) for n in order)
+        top = float(scores[order[0]])
+        named: tuple[str, ...] = ()
+        if top >= ROUTE_MIN_SCORE:
+            # The group of documents near the best (a question may name several), clear of the rest.
+            group = [n for n in order[:MAX_NAMED] if scores[n] * NAMED_GROUP >= top]
+            following = float(scores[order[len(group)]]) if len(order) > len(group) else 0.0
+            if float(scores[group[-1]]) >= ROUTE_RATIO * following:
+                named = tuple(self.ids[n] for n in group)
+        return Route(named, ranked)
+
+    def card_of(self, doc_id: str) -> str:
+        return self.cards[self.ids.index(doc_id)]
+
+    # -- pooled ranking ------------------------------------------------------------------------
+    def pooled(self, question: str, query: np.ndarray, depth: int = POOL_DEPTH) -> list[tuple[str, int, float]]:
+        """Returns (document id, passage index, fused score) of the passages that best match `question`
+        across every member, best first: the pooled dense and BM25 rankings fused by reciprocal rank."""
+        import numpy as np
+
+        fused: dict[int, float] = {}
+        if self.size:
+            pooled = self._pooled_index()
+            k = min(depth, self.size)
+            _, found = pooled.search(np.asarray(query, dtype=np.float32).reshape(1, -1), k)
+            for rank, pid in enumerate(found[0].tolist()):
+                if pid >= 0:
+                    fused[pid] = 1.0 / (_RRF_K + rank + 1)
+        lexical = self._passage_bm25()
+        terms = tokenize(question)
+        if lexical is not None and terms and self._bm25_ids is not None:
+            scores = lexical.get_scores(terms)
+            take = min(depth, len(scores))
+            top: Any = np.argpartition(-scores, take - 1)[:take] if take else []
+            for rank, row in enumerate(sorted(top, key=lambda r: -scores[r])):
+                if scores[row] <= 0:
+                    break
+                pid = int(self._bm25_ids[row])
+                fused[pid] = fused.get(pid, 0.0) + 1.0 / (_RRF_K + rank + 1)
+        by_slot = dict(zip(self.slots, self.ids))
+        mask = (1 << _SLOT_SHIFT) - 1
+        out = [
+            (by_slot[pid >> _SLOT_SHIFT], pid & mask, score)
+            for pid, score in fused.items()
+            if pid >> _SLOT_SHIFT in by_slot
+        ]
+        out.sort(key=lambda item: -item[2])
+        return out
+
+    def state(self) -> str:
+        """Returns a digest of the member set (ids and slots): the passage BM25 index is valid for it."""
+        return hashlib.sha256(json.dumps(sorted(zip(self.ids, self.slots))).encode()).hexdigest()[:16]
+
+    def _passage_bm25(self) -> Any:
+        return self._bm25 if self._bm25 is not None and self._bm25_state == self.state() else None
+
+    def build_bm25(self, texts: Callable[[str], list[str] | None]) -> bool:
+        """Builds the pooled BM25 index from every member's passage texts (`texts`) when the member set has
+        changed since it was built; returns True when it was built (the caller saves)."""
+        import bm25s
+        import numpy as np
+
+        if self._passage_bm25() is not None or not self.ids:
+            return False
+        corpus: list[list[str]] = []
+        ids: list[int] = []
+        for doc_id, slot in zip(self.ids, self.slots):
+            passages = texts(doc_id)
+            if passages is None:
+                continue
+            for n, text in enumerate(passages):
+                corpus.append(tokenize(text) or ["\x00"])
+                ids.append((slot << _SLOT_SHIFT) + n)
+        bm25 = bm25s.BM25()
+        bm25.index(corpus, show_progress=False)
+        self._bm25 = bm25
+        self._bm25_ids = np.asarray(ids, dtype=np.int64)
+        self._bm25_state = self.state()
+        return True
+
+
+def _retrain(pooled: Any, dim: int) -> Any:
+    """Returns an IVF index (trained on a sample) holding every vector and id of `pooled`."""
+    import faiss
+    import numpy as np
+
+    total = int(pooled.ntotal)
+    if isinstance(pooled, faiss.IndexIDMap2):
+        inner: Any = faiss.downcast_index(pooled.index)
+        vectors = np.asarray(inner.reconstruct_n(0, total), dtype=np.float32)
+        ids = faiss.vector_to_array(pooled.id_map).astype(np.int64)
+    else:
+        invlists = pooled.invlists
+        chunks, id_chunks = [], []
+        for lst in range(pooled.nlist):
+            size = invlists.list_size(lst)
+            if not size:
+                continue
+            codes = faiss.rev_swig_ptr(invlists.get_codes(lst), size * dim * 4)
+            chunks.append(np.frombuffer(bytes(codes), dtype=np.float32).reshape(size, dim))
+            id_chunks.append(faiss.rev_swig_ptr(invlists.get_ids(lst), size).copy())
+        vectors = np.vstack(chunks)
+        ids = np.concatenate(id_chunks).astype(np.int64)
+    lists = ivf_lists(total)
+    index: Any = faiss.index_factory(dim, f"IVF{lists},Flat", faiss.METRIC_INNER_PRODUCT)
+    index.cp.niter = 10
+    index.cp.min_points_per_centroid = 1
+    sample = min(total, 50 * lists)
+    rows = np.sort(np.random.default_rng(0).choice(total, size=sample, replace=False))
+    index.train(vectors[rows])
+    index.nprobe = min(IVF_NPROBE, lists)
+    index.add_with_ids(vectors, ids)
+    return index
+
+
+def collection_context(
+    hits_by_doc: dict[str, list[Hit]],
+    fronts: dict[str, Hit | None],
+    *,
+    budget_tokens: int,
+    k: int,
+    order: dict[str, dict[str, int]],
+) -> list[Hit]:
+    """Returns the context for a question over several documents: the best `k` hits of any of them that fit
+    in `budget_tokens` (each hit names its document), each chosen document's front matter first when it
+    fits in a quarter of the budget; grouped by document (the best document first) and in document order
+    inside each."""
+    ranked = sorted((h for hits in hits_by_doc.values() for h in hits), key=lambda h: -h.score)
+    chosen: list[Hit] = []
+    used = 0
+    docs: list[str] = []
+    for hit in ranked:
+        if len(chosen) >= k:
+            break
+        extra = 0
+        front = fronts.get(hit.document_id) if hit.document_id not in docs else None
+        if front is not None and front.section_id == hit.section_id:
+            front = None
+        if (
+            front is not None
+            and (front.n_tokens + hit.n_tokens) * 4 <= budget_tokens * 4
+            and front.n_tokens * 4 <= budget_tokens
+        ):
+            extra = front.n_tokens
+        if used + hit.n_tokens + extra > budget_tokens:
+            continue
+        if hit.document_id not in docs:
+            docs.append(hit.document_id)
+            if extra:
+                chosen.append(front)  # type: ignore[arg-type]
+        chosen.append(hit)
+        used += hit.n_tokens + extra
+    rank = {d: n for n, d in enumerate(docs)}
+    return sorted(
+        chosen,
+        key=lambda h: (rank[h.document_id], order.get(h.document_id, {}).get(h.section_id, 0), h.passage_start),
+    )
+
+
+def lift(index: SearchIndex, passages: list[tuple[int, float]]) -> list[Hit]:
+    """Returns `index`'s sections for pooled passage matches (passage index, fused score), best first, one
+    hit per section (its best passage), each naming the document."""
+    best: dict[str, tuple[int, float]] = {}
+    for pid, score in passages:
+        if pid >= len(index.passages):
+            continue
+        sid = index.passages[pid].section_id
+        if sid not in best or score > best[sid][1]:
+            best[sid] = (pid, score)
+    sections = {s.id: s for s in index.doc.sections}
+    hits = []
+    for rank, (sid, (pid, score)) in enumerate(sorted(best.items(), key=lambda item: -item[1][1])):
+        section = sections[sid]
+        passage = index.passages[pid]
+        hit = Hit(
+            section_id=sid,
+            heading=section.heading,
+            heading_path=section.heading_path,
+            page_start=section.page_start,
+            page_end=section.page_end,
+            text=section.text,
+            score=score,
+            n_tokens=section.n_tokens,
+            rank=rank,
+            passage_start=passage.start,
+            passage_end=passage.end,
+        )
+        hits.append(index.tag(hit))
+    return hits
