@@ -164,12 +164,27 @@ class DocPipe:
 
     def delete_document(self, doc_id: str) -> bool:
         """Returns True when anything of the document was stored; afterwards nothing is: its PDF, extracted
-        text, indexes and cached answers are gone from the store and the answer cache."""
+        text, indexes and cached answers are gone from the store and the answer cache, and it is no longer a
+        member of any collection (those of every matter included)."""
         with self._init_lock:
             for key in [k for k in self._loaded if k[0] == doc_id]:
                 del self._loaded[key]
         removed = self.forget_answers(doc_id)
-        return self.store.delete_document(doc_id) or bool(removed)
+        member = False
+        for records in self._all_collection_stores():
+            for name in records.containing(doc_id):
+                member = bool(records.remove(name, [doc_id])) or member
+        return self.store.delete_document(doc_id) or bool(removed) or member
+
+    def _all_collection_stores(self) -> list[CollectionStore]:
+        """Returns the collection stores of the library and of every matter folder in the home."""
+        stores = [self._collection_store(None)]
+        matters = self.store.root / "matters"
+        if matters.is_dir():
+            stores += [
+                CollectionStore(folder / "collections") for folder in sorted(matters.iterdir()) if folder.is_dir()
+            ]
+        return stores
 
     def forget_answers(self, doc_id: str) -> int:
         """Returns how many cached answers about the document were removed from the answer cache."""
@@ -568,7 +583,8 @@ class DocPipe:
                 f"(docpipe ingest --collection {coll.name} FOLDER_OR_FILES...)"
             )
         cindex = self._collection_index(coll)
-        route = cindex.route(question)
+        query = self.embedder.embed([question])[0]
+        route = cindex.route(question, query)
         indexes: dict[str, SearchIndex] = {}
         queries: dict[str, str] = {}
         hits: list[Hit] = []
@@ -582,7 +598,6 @@ class DocPipe:
         else:
             if cindex.build_bm25(self._stored_passage_texts):
                 cindex.save()
-            query = self.embedder.embed([question])[0]
             by_doc: dict[str, list[tuple[int, float]]] = {}
             for doc_id, pid, score in cindex.pooled(question, query):
                 if doc_id in by_doc or len(by_doc) < POOLED_DOCUMENTS:
@@ -656,8 +671,8 @@ class DocPipe:
         answers: list[Answer | None] = [None] * len(questions)
         single: dict[str, list[tuple[int, str]]] = {}
         several: list[int] = []
-        for n, question in enumerate(questions):
-            route = cindex.route(question)
+        for n, (question, vector) in enumerate(zip(questions, self.embedder.embed(list(questions)))):
+            route = cindex.route(question, vector)
             if len(route.named) == 1:
                 doc_id = route.named[0]
                 single.setdefault(doc_id, []).append((n, strip_naming(question, cindex.card_of(doc_id), cindex.rare)))

@@ -1,0 +1,293 @@
+"""Collections: a named set of stored documents asked as one (docpipe.pipeline.Collection, the routing and pooled
+index of docpipe.retrieve.collection, the member records of docpipe.ingest.collections).
+
+Real parts: generated PDFs, the real extraction worker, FAISS, bm25s; the `test` preset's hashing embedder keeps
+them fast (routing is lexical, over the documents' cards, whatever the embedder).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from docpipe import DocPipe, Settings
+from docpipe.embed.hashing import HashingEmbedder
+from docpipe.errors import ConfigError, InputError
+from docpipe.ingest.collections import CollectionStore, Member
+from docpipe.retrieve import collection as collection_module
+from docpipe.retrieve.collection import CollectionIndex, strip_naming
+
+# Three supply agreements alike in every clause but their parties and their numbers: a question that names one
+# must be answered from it, not from a look-alike clause of another.
+PARTIES = [
+    ("Northwind Traders Inc.", "Contoso Pharmaceuticals LLC", "thirty (30)", "Delaware"),
+    ("Fabrikam Robotics GmbH", "Tailspin Aviation Ltd", "sixty (60)", "New York"),
+    ("Wingtip Toys Corporation", "Adventure Works Cycles Co", "ninety (90)", "California"),
+]
+
+
+def agreement_pdf(seller: str, buyer: str, notice: str, law: str) -> bytes:
+    from reportlab.lib.pagesizes import letter
+    from reportlab.pdfgen import canvas
+
+    lines = [
+        "SUPPLY AGREEMENT",
+        f"This Supply Agreement is made between {seller} (the Seller) and {buyer} (the Buyer).",
+        "1. DEFINITIONS",
+        "1.1 Products means the goods listed in Schedule A.",
+        "2. SUPPLY",
+        "2.1 The Seller shall supply the Products ordered by the Buyer under purchase orders.",
+        "2.2 The Buyer shall pay each invoice within forty-five (45) days of receipt.",
+        "3. TERM AND TERMINATION",
+        "3.1 This Agreement starts on the Effective Date and runs for three (3) years.",
+        f"3.2 Either party may terminate this Agreement for convenience upon {notice} days prior written notice.",
+        "4. GOVERNING LAW",
+        f"4.1 This Agreement is governed by the laws of the State of {law}.",
+        "5. CONFIDENTIALITY",
+        "5.1 Each party shall keep the other party's confidential information secret for five (5) years.",
+    ]
+    buffer = io.BytesIO()
+    pdf = canvas.Canvas(buffer, pagesize=letter)
+    y = 740
+    for line in lines:
+        pdf.drawString(60, y, line)
+        y -= 22
+    pdf.showPage()
+    pdf.save()
+    return buffer.getvalue()
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing embedder, counting the texts it embeds (to show what adding a member costs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts = 0
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.texts += len(texts)
+        return super().embed(texts)
+
+
+@pytest.fixture
+def room(tmp_path: Path) -> Path:
+    folder = tmp_path / "room"
+    (folder / "sub").mkdir(parents=True)
+    for n, (seller, buyer, notice, law) in enumerate(PARTIES):
+        where = folder / "sub" if n == 2 else folder
+        (where / f"{seller.split()[0].lower()}_supply.pdf").write_bytes(agreement_pdf(seller, buyer, notice, law))
+    (folder / "notes.txt").write_text("not a contract")
+    return folder
+
+
+@pytest.fixture
+def pipe(tmp_path: Path) -> DocPipe:
+    return DocPipe(Settings.preset("test", home=tmp_path / "home"), embedder=CountingEmbedder())
+
+
+def test_add_a_folder_reports_added_present_and_failed(pipe: DocPipe, room: Path, tmp_path: Path) -> None:
+    coll = pipe.collection("deal-x")
+    broken = tmp_path / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4 this is not a PDF body")
+    report = coll.add([room, broken, tmp_path / "missing.pdf"])
+    assert sorted(m.name for m in report.added) == ["fabrikam_supply.pdf", "northwind_supply.pdf", "wingtip_supply.pdf"]
+    failed = dict(report.failed)
+    assert set(failed) == {"broken.pdf", str(tmp_path / "missing.pdf")}
+    assert "no such file" in failed[str(tmp_path / "missing.pdf")]
+    assert failed["broken.pdf"]  # the extraction's reason, not an empty string
+    assert report.extracted_pages == 3 and not report.ok
+    assert [m.name for m in coll.documents] == [m.name for m in report.added]
+    assert "3 added, 0 already in it, 2 failed" in report.summary()
+    assert [c.name for c in pipe.collections()] == ["deal-x"]
+
+
+def test_adding_again_resumes_and_a_document_is_stored_once_for_every_collection(pipe: DocPipe, room: Path) -> None:
+    first = pipe.collection("deal-x").add(room)
+    again = pipe.collection("deal-x").add(room)
+    assert len(again.present) == 3 and not again.added and again.extracted_pages == 0
+    other = pipe.collection("portfolio").add(room / "northwind_supply.pdf")
+    assert [m.id for m in other.added] == [m.id for m in first.added if m.name == "northwind_supply.pdf"]
+    assert other.extracted_pages == 0  # in the store already: not extracted or embedded again
+    assert len(pipe.store.document_ids()) == 3
+
+
+def test_a_question_naming_a_contract_is_answered_from_it(pipe: DocPipe, room: Path) -> None:
+    coll = pipe.collection("deal-x")
+    coll.add(room)
+    for seller, buyer, notice, _ in PARTIES:
+        question = f"In the Supply Agreement between {seller} and {buyer}, how much notice ends it for convenience?"
+        hits = pipe.search(coll, question)
+        assert hits and {h.document_name for h in hits} == {f"{seller.split()[0].lower()}_supply.pdf"}
+        answer = pipe.ask(coll, question)
+        assert answer.collection == "deal-x"
+        assert answer.citations and all(c.verified for c in answer.citations)
+        names = {c.document_name for c in answer.citations}
+        assert names == {f"{seller.split()[0].lower()}_supply.pdf"}
+        assert any(notice in c.quote for c in answer.citations)
+
+
+def test_naming_words_are_left_out_of_the_search_inside_the_contract() -> None:
+    card = "Supply Agreement between Northwind Traders Inc. and Contoso Pharmaceuticals LLC"
+    rare = {"northwind", "contoso"}.__contains__
+    question = "In the Supply Agreement between Northwind Traders and Contoso, how much notice ends it?"
+    assert strip_naming(question, card, rare) == "In the , how much notice ends it?"
+    # A word of the card that is common in the collection, alone, is part of the question, not a name.
+    assert strip_naming("What does the agreement say about supply?", card, rare) == (
+        "What does the agreement say about supply?"
+    )
+
+
+def test_a_question_naming_no_contract_ranks_across_all_and_every_citation_names_its_contract(
+    pipe: DocPipe, room: Path
+) -> None:
+    coll = pipe.collection("deal-x")
+    coll.add(room)
+    question = "Which law governs the agreement?"
+    index = pipe._collection_index(coll)
+    assert index.route(question).named == ()
+    hits = pipe.search(coll, question, k=30)
+    assert len({h.document_id for h in hits}) == 3
+    assert {h.document_id for h in hits if "governed by the laws" in h.text} == {m.id for m in coll.documents}
+    assert all(h.document_name.endswith("_supply.pdf") for h in hits)
+    answer = pipe.ask(coll, question)
+    assert answer.collection == "deal-x" and len(answer.document_ids) >= 2
+    assert answer.citations and all(c.document_id in answer.document_ids for c in answer.citations)
+    for citation in answer.citations:  # each quote is verified in the contract it names
+        doc = coll.document(citation.document_id)
+        assert citation.verified and " ".join(citation.quote.split())[:40] in " ".join(doc.text.split())
+    context = pipe.context(coll, question, budget_tokens=4000)
+    assert context and all(h.document_id for h in context)
+    # grouped by contract: once a contract's sections end, it does not come back
+    seen: list[str] = []
+    for hit in context:
+        if not seen or seen[-1] != hit.document_id:
+            assert hit.document_id not in seen
+            seen.append(hit.document_id)
+
+
+def test_adding_a_member_embeds_only_the_new_document(pipe: DocPipe, room: Path, tmp_path: Path) -> None:
+    coll = pipe.collection("deal-x")
+    coll.add([room / "northwind_supply.pdf", room / "fabrikam_supply.pdf"])
+    embedder = pipe.embedder
+    assert isinstance(embedder, CountingEmbedder)
+    before = embedder.texts
+    report = coll.add(room / "sub" / "wingtip_supply.pdf")
+    index = pipe._collection_index(coll)
+    new = report.added[0]
+    passages = index.counts[index.ids.index(new.id)]
+    assert embedder.texts - before == passages + 1  # its passages and its card, nothing of the others
+    assert index.size == sum(index.counts)
+
+
+def test_removing_a_member_removes_it_from_routing_and_the_pooled_index(pipe: DocPipe, room: Path) -> None:
+    coll = pipe.collection("deal-x")
+    coll.add(room)
+    gone = next(m for m in coll.documents if m.name == "wingtip_supply.pdf")
+    assert coll.remove(gone.name) and gone.id not in coll
+    assert not coll.remove(gone.name)
+    index = pipe._collection_index(coll)
+    assert gone.id not in index.ids and index.size == sum(index.counts)
+    hits = pipe.search(coll, "Which law governs the agreement?", k=10)
+    assert hits and gone.id not in {h.document_id for h in hits}
+    seller, buyer = PARTIES[2][:2]
+    answer = pipe.ask(coll, f"In the Supply Agreement between {seller} and {buyer}, what is the notice period?")
+    assert gone.id not in {c.document_id for c in answer.citations}
+    assert pipe.store.document_ids().count(gone.id) == 1  # still in the store
+
+
+def test_deleting_a_document_from_the_store_drops_it_from_every_collection(pipe: DocPipe, room: Path) -> None:
+    pipe.collection("a").add(room)
+    pipe.collection("b", matter="deal-y").add(room / "northwind_supply.pdf")
+    doc_id = next(m.id for m in pipe.collection("a").documents if m.name == "northwind_supply.pdf")
+    assert pipe.delete_document(doc_id)
+    assert doc_id not in pipe.collection("a") and doc_id not in pipe.collection("b", matter="deal-y")
+
+
+def test_collections_of_one_matter_are_invisible_to_another(pipe: DocPipe, room: Path) -> None:
+    pipe.collection("deal", matter="matter-a").add(room)
+    assert [c.name for c in pipe.collections(matter="matter-a")] == ["deal"]
+    assert pipe.collections(matter="matter-b") == [] and pipe.collections() == []
+    assert len(pipe.collection("deal", matter="matter-b")) == 0
+    with pytest.raises(InputError, match="holds no documents"):
+        pipe.search(pipe.collection("deal", matter="matter-b"), "Which law governs?")
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "/etc", "", "x" * 64, ".hidden", "dé"])
+def test_a_collection_name_that_is_not_a_plain_name_is_refused(pipe: DocPipe, tmp_path: Path, name: str) -> None:
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(ConfigError, match="not a collection name"):
+        pipe.collection(name)
+    with pytest.raises(ConfigError, match="not a collection name"):
+        CollectionStore(tmp_path / "home" / "collections").add(name, [Member("ab" * 32, "x.pdf")])
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert not (tmp_path / "escape").exists() and not (tmp_path / "home" / "escape").exists()
+
+
+def test_an_unknown_member_is_a_clear_error(pipe: DocPipe, room: Path) -> None:
+    coll = pipe.collection("deal-x")
+    coll.add(room / "northwind_supply.pdf")
+    with pytest.raises(InputError, match="is not in collection deal-x"):
+        coll.document("contoso.pdf")
+    assert coll.document(coll.documents[0].id[:10]).name == "northwind_supply.pdf"
+    with pytest.raises(ConfigError, match="analyze runs the checklist over one document"):
+        pipe.analyze(coll)
+
+
+def test_the_index_is_read_back_not_rebuilt_and_a_damaged_one_is_rebuilt(pipe: DocPipe, room: Path) -> None:
+    coll = pipe.collection("deal-x")
+    coll.add(room)
+    pipe.search(coll, "Which law governs the agreement?")  # builds and saves the pooled BM25 index too
+    embedder = CountingEmbedder()
+    fresh = DocPipe(pipe.settings, embedder=embedder)
+    index = fresh._collection_index(fresh.collection("deal-x"))
+    assert embedder.texts == 0 and index.size == sum(index.counts) and len(index.ids) == 3
+    assert not index.build_bm25(fresh._stored_passage_texts)  # saved with the index: not built again
+    folder = index.folder
+    (folder / "passages.faiss").write_bytes(b"damaged")
+    rebuilt = CollectionIndex.load(folder, embedder)
+    assert rebuilt.ids == []  # unreadable: dropped, and built again from the members on next use
+    again = DocPipe(pipe.settings, embedder=CountingEmbedder())._collection_index(fresh.collection("deal-x"))
+    assert len(again.ids) == 3 and again.size == index.size
+
+
+def test_a_pickle_planted_in_the_collection_index_is_never_run(pipe: DocPipe, room: Path, tmp_path: Path) -> None:
+    """Abuse: the index files are read with allow_pickle=False, checksums or not (fails with allow_pickle=True)."""
+    coll = pipe.collection("deal-x")
+    coll.add(room)
+    folder = pipe._collection_index(coll).folder
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):  # noqa: ANN204 - pickle protocol
+            return (Path.write_text, (marker, "ran"))
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.array([Payload()], dtype=object), allow_pickle=True)
+    (folder / "cards.npy").write_bytes(buffer.getvalue())
+    state = json.loads((folder / "state.json").read_text())
+    from docpipe.ingest.store import sha256_hex
+
+    state["files"]["cards.npy"] = sha256_hex(buffer.getvalue())  # an attacker who can write can fix checksums
+    (folder / "state.json").write_text(json.dumps(state))
+    loaded = CollectionIndex.load(folder, pipe.embedder)
+    assert not marker.exists()
+    assert loaded.ids == []
+
+
+def test_the_pooled_index_turns_ivf_past_the_crossover_and_still_finds_and_forgets(
+    pipe: DocPipe, room: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(collection_module, "AUTO_FLAT_BELOW", 8)
+    coll = pipe.collection("deal-x")
+    coll.add(room)
+    index = pipe._collection_index(coll)
+    assert index.pooled_type == "ivf" and index.size == sum(index.counts)
+    hits = pipe.search(coll, "Which law governs the agreement?", k=6)
+    assert len({h.document_id for h in hits}) == 3
+    coll.remove("fabrikam_supply.pdf")
+    index = pipe._collection_index(coll)
+    assert index.pooled_type == "ivf" and index.size == sum(index.counts) and len(index.ids) == 2
