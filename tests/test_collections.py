@@ -237,6 +237,25 @@ def test_an_unknown_member_is_a_clear_error(pipe: DocPipe, room: Path) -> None:
         pipe.analyze(coll)
 
 
+def test_the_collection_files_are_private_whatever_the_umask(pipe: DocPipe, room: Path) -> None:
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        coll = pipe.collection("deal-x")
+        coll.add(room)
+        pipe.search(coll, "Which law governs the agreement?")  # the pooled BM25 index is saved too
+    finally:
+        os.umask(old)
+    folder = pipe._collection_index(coll).folder
+    paths = [folder, *folder.rglob("*"), folder.parent / "collection.json"]
+    assert (folder / "bm25").is_dir()
+    for path in paths:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode & 0o077 == 0, f"{path} is {oct(mode)}"
+
+
 def test_the_index_is_read_back_not_rebuilt_and_a_damaged_one_is_rebuilt(pipe: DocPipe, room: Path) -> None:
     coll = pipe.collection("deal-x")
     coll.add(room)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import StoreError
-from docpipe.ingest.store import make_private_dir, sha256_hex
+from docpipe.ingest.store import DIR_MODE, FILE_MODE, make_private_dir, sha256_hex
 from docpipe.retrieve.dense import AUTO_FLAT_BELOW, IVF_NPROBE, ivf_lists, tokenize
 from docpipe.retrieve.fusion import SearchIndex
 from docpipe.types import Hit
@@ -253,6 +254,7 @@ class CollectionIndex:
                 "saved": time.time(),
             }
             (tmp / "state.json").write_bytes(json.dumps(state, indent=1).encode())
+            _make_private(tmp)
             old = self.folder.with_name(f".{self.folder.name}.old-{tmp.name[-12:]}")
             if self.folder.exists():
                 self.folder.rename(old)
@@ -479,6 +481,13 @@ class CollectionIndex:
         self._bm25_ids = np.asarray(ids, dtype=np.int64)
         self._bm25_state = self.state()
         return True
+
+
+def _make_private(folder: Path) -> None:
+    """Sets every folder under `folder` (itself included) to 0700 and every file to 0600, whatever the umask
+    and whatever bm25s and numpy chose: the index holds contract text."""
+    for path in [folder, *folder.rglob("*")]:
+        os.chmod(path, DIR_MODE if path.is_dir() else FILE_MODE)
 
 
 def _retrain(pooled: Any, dim: int) -> Any:
