@@ -2,7 +2,8 @@
 (a traceback only with ``--debug``).
 
 Modules: `parser` (the arguments), `commands` (ingest, search, ask, analyze, the evaluations, ui, serve),
-`admin` (keys, matters, audit, rm). Imports nothing heavy at import time: ``docpipe --help`` stays instant.
+`admin` (keys, matters, audit, rm), `collections` (collections, ls, and the ``--collection`` side of ingest,
+ask, search and rm). Imports nothing heavy at import time: ``docpipe --help`` stays instant.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from docpipe.cli import admin, commands
+from docpipe.cli import admin, collections, commands
 from docpipe.cli.commands import EXIT_ERROR
 from docpipe.cli.parser import build_parser
 from docpipe.errors import DocpipeError
@@ -57,6 +58,8 @@ _COMMANDS = {
     "matters": admin._cmd_matters,
     "audit": admin._cmd_audit,
     "rm": admin._cmd_rm,
+    "collections": collections._cmd_collections,
+    "ls": collections._cmd_ls,
 }
 
 
@@ -69,11 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "ui":
         return commands.run_ui(args.ui_args)
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.WARNING,
-        format="docpipe: %(levelname)s: %(message)s",
-        stream=sys.stderr,
-    )
+    level = logging.DEBUG if args.debug else logging.WARNING
+    # The handler has the level too: bm25s sets its own logger to DEBUG when imported, past the root's level.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(level)
+    handler.setFormatter(logging.Formatter("docpipe: %(levelname)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     if not args.debug:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:

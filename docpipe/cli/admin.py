@@ -100,33 +100,58 @@ def _cmd_audit(dp, args) -> int:
 
 
 def _cmd_rm(dp, args) -> int:
+    """Deletes documents from the store, a matter, or a collection (see `docpipe.cli.collections`).
+
+    A document deleted from the store (or leaving it because its last matter let it go) is also removed
+    from every collection that held it: a collection never keeps a member whose text is gone."""
     from dataclasses import asdict
 
     from docpipe.access.keys import check_matter_name
-    from docpipe.errors import ConfigError, FileMissingError
-    from docpipe.server.housekeeping import Housekeeper, Removed
+    from docpipe.access.matters import MatterStore
+    from docpipe.cli.collections import drop_gone, memberships, rm_collection, short, stored_record
+    from docpipe.errors import ConfigError
 
-    keeper = Housekeeper(dp)
+    if args.collection is not None or args.all:
+        return rm_collection(dp, args)
     if args.matter:
         check_matter_name(args.matter)
     if args.delete_matter:
         if not args.matter or args.targets:
             raise ConfigError("--delete-matter deletes a whole matter: docpipe rm --matter NAME --delete-matter")
+        ids = [d.id for d in MatterStore(dp.store.root).documents(args.matter)]
+    elif not args.targets:
+        raise ConfigError(
+            "name what to delete: docpipe rm FILE_OR_ID... (docpipe ls lists the ids), "
+            "or --collection NAME DOC... / --matter NAME --delete-matter"
+        )
+    else:
+        ids = list(dict.fromkeys(_known_id(target, dp) for target in args.targets))  # all checked before any goes
+    from docpipe.server.housekeeping import Housekeeper, Removed
+
+    keeper = Housekeeper(dp)
+    before = set(dp.store.document_ids())
+    records = {d: stored_record(dp, d) for d in ids}
+    held = memberships(dp, ids)
+    if args.delete_matter:
         removed = keeper.delete_matter(args.matter)
     else:
-        if not args.targets:
-            raise ConfigError("name what to delete: docpipe rm FILE_OR_ID... (or --matter NAME --delete-matter)")
         removed = Removed()
-        for target in args.targets:
-            doc_id = _doc_id_of(target, dp)
-            if doc_id is None:
-                raise FileMissingError(
-                    f"no stored document matches {target!r}: give the PDF or its id (docpipe matters)"
-                )
+        for doc_id in ids:
             removed += keeper.remove(args.matter, doc_id) if args.matter else keeper.purge(doc_id)
+    drop_gone(dp, ids)
+    stored = set(dp.store.document_ids())
+    still = memberships(dp, ids)
+    deleted = [
+        {**records[d], "collections": [c for c in held[d] if c not in still[d]]}
+        for d in ids
+        if d in before and d not in stored
+    ]
     if args.json:
-        emit(asdict(removed))
+        emit({**asdict(removed), "deleted": [{k: v for k, v in d.items() if k != "added"} for d in deleted]})
     else:
+        for item in deleted:
+            also = f", removed from collection {', '.join(item['collections'])}" if item["collections"] else ""
+            print(f"deleted {short(item['id'])} {item['name'] or '-'} ({item['pages']} pages){also}")
         print(
             f"removed {removed.documents} matter records, {removed.results} answers and reports, "
             f"{removed.cached_answers} cached answers; {removed.purged} documents left the store"
@@ -134,8 +159,29 @@ def _cmd_rm(dp, args) -> int:
     return 0
 
 
-def _doc_id_of(target: str, dp) -> str | None:
-    """Returns the id a target names: a PDF's SHA-256, a full id, or an unambiguous id prefix (12+ chars)."""
+def _known_id(target: str, dp) -> str:
+    """Returns the id of a document docpipe knows (in the store, a matter or a collection) that `target`
+    names: a PDF file, an id, or 8+ characters of one; a `FileMissingError` saying how to list ids otherwise."""
+    from docpipe.access.matters import MatterStore
+    from docpipe.cli.collections import collection_ids
+    from docpipe.errors import FileMissingError
+
+    matters = MatterStore(dp.store.root)
+    known = set(dp.store.document_ids())
+    known |= {d.id for m in matters.matters() for d in matters.documents(m)}
+    known |= collection_ids(dp)
+    doc_id = _doc_id_of(target, known)
+    if doc_id is None or doc_id not in known:
+        raise FileMissingError(
+            f"no stored document matches {target[:80]!r}: give the PDF, its id or 8+ characters of it "
+            "(docpipe ls lists the store's documents, docpipe matters a matter's)"
+        )
+    return doc_id
+
+
+def _doc_id_of(target: str, known: set[str]) -> str | None:
+    """Returns the id a target names: a PDF's SHA-256, a full id, or an unambiguous prefix (8+ hex
+    characters) of a known id."""
     from docpipe.errors import ConfigError
     from docpipe.ingest.store import sha256_hex
 
@@ -143,14 +189,9 @@ def _doc_id_of(target: str, dp) -> str | None:
     if path.is_file():
         return sha256_hex(path.read_bytes())
     lowered = target.lower()
-    if len(lowered) < 12 or lowered.strip("0123456789abcdef"):
+    if len(lowered) < 8 or lowered.strip("0123456789abcdef"):
         return None
-    from docpipe.access.matters import MatterStore
-
-    ids = [d for d in dp.store.document_ids() if d.startswith(lowered)]
-    matters = MatterStore(dp.store.root)
-    ids += [d.id for m in matters.matters() for d in matters.documents(m) if d.id.startswith(lowered)]
-    ids = sorted(set(ids))
+    ids = sorted(d for d in known if d.startswith(lowered))
     if len(ids) > 1:
         raise ConfigError(f"{target!r} matches {len(ids)} documents: give more of the id")
     return ids[0] if ids else None

@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 from docpipe.errors import DocpipeError
@@ -37,6 +38,14 @@ def _ingested(doc) -> dict[str, Any]:
 
 
 def _cmd_ingest(dp, args) -> int:
+    if args.collection is not None:
+        from docpipe.cli.collections import ingest_collection
+
+        return ingest_collection(dp, args)
+    if args.workers is not None:
+        from docpipe.errors import ConfigError
+
+        raise ConfigError("--workers sets how many PDFs a --collection ingest extracts at once: add --collection NAME")
     bar = _progress(len(args.files), sys.stderr.isatty() and not args.json)
     results, failed = [], 0
     for path in args.files:
@@ -65,16 +74,52 @@ def _cmd_ingest(dp, args) -> int:
     return EXIT_ERROR if failed else 0
 
 
+def _target(dp, args, command: str):
+    """Returns what `ask` or `search` asks: the PDF (a path) or the collection ``--collection`` names; with
+    ``--collection`` the one positional argument is the question (moved to `args.question`)."""
+    from docpipe.errors import ConfigError, FileMissingError
+
+    if args.collection is None:
+        if args.file is None:
+            raise ConfigError(
+                f'give a PDF or a collection: docpipe {command} FILE "QUESTION" or '
+                f'docpipe {command} --collection NAME "QUESTION"'
+            )
+        if args.question is None and not Path(args.file).exists():
+            # Most likely a question meant for a collection, --collection forgotten.
+            raise FileMissingError(
+                f'no such file: {args.file[:80]!r}: docpipe {command} FILE "QUESTION", or '
+                f'docpipe {command} --collection NAME "QUESTION" to ask a collection'
+            )
+        return Path(args.file)
+    from docpipe.cli.collections import existing_collection
+
+    # A path here is a PDF given besides --collection: say so rather than ask the path as a question.
+    if args.question is not None or (args.file and Path(args.file).exists()):
+        raise ConfigError(
+            f'give a PDF or --collection, not both: docpipe {command} --collection {args.collection} "QUESTION"'
+        )
+    args.question = args.file
+    return existing_collection(dp, args.collection)
+
+
 def _cmd_search(dp, args) -> int:
-    hits = dp.search(args.file, args.question, k=args.k, budget_tokens=args.budget, password=args.password)
+    from docpipe.errors import ConfigError
+
+    target = _target(dp, args, "search")
+    if args.question is None:
+        raise ConfigError('no question given: docpipe search FILE "QUESTION" (or --collection NAME "QUESTION")')
+    hits = dp.search(target, args.question, k=args.k, budget_tokens=args.budget, password=args.password)
     if args.json:
         emit([h.to_dict() for h in hits])
         return 0
     if not hits:
         print("No section matches the question.")
     for hit in hits:
+        document = f"{hit.document_name} ({hit.document_id[:12]}) " if args.collection is not None else ""
         print(
-            f"[{hit.section_id}] {' > '.join(hit.heading_path)} ({hit.pages}, {hit.n_tokens} tokens, score {hit.score:.4f})"
+            f"{document}[{hit.section_id}] {' > '.join(hit.heading_path)} "
+            f"({hit.pages}, {hit.n_tokens} tokens, score {hit.score:.4f})"
         )
         print(textwrap.indent(textwrap.shorten(hit.text, 400, placeholder=" ..."), "    "))
     return 0
@@ -91,18 +136,31 @@ def _questions(args) -> list[str]:
             raise FileMissingError(f"no such questions file: {args.questions_file}") from None
         questions += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
     if not questions:
-        raise ConfigError('no question given: docpipe ask FILE "QUESTION" (or -q, --questions-file)')
+        raise ConfigError(
+            'no question given: docpipe ask FILE "QUESTION" or docpipe ask --collection NAME "QUESTION" '
+            "(or -q, --questions-file)"
+        )
     return questions
 
 
 def _print_answer(answer, *, show_thinking: bool) -> None:
     print(f"Q: {answer.question}\n")
+    if answer.collection and not answer.document_ids:
+        print(
+            f"Collection {answer.collection}: answered from {answer.document_name} ({answer.document_id[:12]}), "
+            "the contract the question names.\n"
+        )
+    elif answer.collection:
+        print(f"Collection {answer.collection}: answered from {len(answer.document_ids)} contracts.\n")
     print(answer.text or "(no answer text)")
     if answer.citations:
         print("\nSources:")
         for number, c in enumerate(answer.citations, 1):
             mark = "quote verified on the page" if c.verified else "NOT VERIFIED against the page text"
             where = f"section {c.section_id} ({c.heading}), {c.pages}" if c.section_id else "not in the given sections"
+            if answer.collection:
+                doc_id = c.document_id or answer.document_id
+                where = f"{c.document_name or answer.document_name} ({doc_id[:12]}), {where}"
             print(f"  {number}. {where}: {mark}")
     if answer.thinking:
         if show_thinking:
@@ -114,9 +172,10 @@ def _print_answer(answer, *, show_thinking: bool) -> None:
 
 
 def _cmd_ask(dp, args) -> int:
+    target = _target(dp, args, "ask")
     questions = _questions(args)
     answers = dp.ask_many(
-        args.file, questions, k=args.k, mode=args.mode, password=args.password, use_cache=not args.no_cache
+        target, questions, k=args.k, mode=args.mode, password=args.password, use_cache=not args.no_cache
     )
     if args.manifest:
         manifests = [a.manifest().to_dict() for a in answers]

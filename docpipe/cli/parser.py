@@ -8,6 +8,8 @@ from typing import Any
 
 __all__ = ["build_parser"]
 
+_ASK_OR_COLLECTION = "a PDF, or with --collection the question"
+
 
 def _common(*, top: bool) -> argparse.ArgumentParser:
     # Sub-commands take the same options; their defaults are suppressed so that
@@ -36,21 +38,44 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("ingest", parents=[common], help="extract, section and index PDFs (cached by content)")
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument(
+        "files",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="PDFs; with --collection also folders (searched recursively)",
+    )
+    p.add_argument(
+        "--collection",
+        metavar="NAME",
+        help="add them to this collection (created when new): 1-63 letters, digits, '.', '_' or '-'",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="with --collection: PDFs extracted at once (default $DOCPIPE_EXTRACTION__MAX_CONCURRENT or 2)",
+    )
     p.add_argument("--password", help="password for encrypted PDFs")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("search", parents=[common], help="show the sections that match a question")
-    p.add_argument("file", type=Path, metavar="FILE")
-    p.add_argument("question", metavar="QUESTION")
+    p.add_argument("file", nargs="?", metavar="FILE", help=_ASK_OR_COLLECTION)
+    p.add_argument("question", nargs="?", metavar="QUESTION")
+    p.add_argument("--collection", metavar="NAME", help="search this collection instead of one PDF")
     p.add_argument("-k", type=int, help="sections to retrieve (default 4)")
     p.add_argument("--password", help="password for an encrypted PDF")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--budget", type=int, help="token budget for the returned sections (default 16384)")
 
     p = sub.add_parser("ask", parents=[common], help="answer questions with citations (one engine batch)")
-    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("file", nargs="?", metavar="FILE", help=_ASK_OR_COLLECTION)
     p.add_argument("question", nargs="?", metavar="QUESTION")
+    p.add_argument(
+        "--collection",
+        metavar="NAME",
+        help="ask this collection instead of one PDF: the contract a question names, or the best of all",
+    )
     p.add_argument("-q", "--question", dest="more", action="append", default=[], help="another question (repeat)")
     p.add_argument("--questions-file", type=Path, help="a file with one question per line")
     p.add_argument("-k", type=int, help="sections to retrieve (default 4)")
@@ -168,11 +193,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON lines")
 
     p = sub.add_parser(
-        "rm", parents=[common], help="delete documents: their PDF, text, indexes, answers, reports and cache entries"
+        "rm",
+        parents=[common],
+        help="delete documents (PDF, text, indexes, answers, cache entries; also from every collection), "
+        "or remove them from a matter or a collection",
     )
-    p.add_argument("targets", nargs="*", metavar="FILE_OR_ID", help="a PDF (hashed to find it) or a document id")
+    p.add_argument(
+        "targets",
+        nargs="*",
+        metavar="FILE_OR_ID",
+        help="a PDF (hashed to find it), a document id or 8+ characters of one (docpipe ls); "
+        "with --collection also the name the document has there",
+    )
     p.add_argument("--matter", help="remove from this matter only (the file stays while another matter holds it)")
     p.add_argument("--delete-matter", action="store_true", help="delete the whole --matter with everything in it")
+    p.add_argument(
+        "--collection", metavar="NAME", help="remove the documents from this collection only (they stay in the store)"
+    )
+    p.add_argument(
+        "--all", action="store_true", help="with --collection: delete the collection itself (its documents stay)"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("collections", parents=[common], help="list the collections: documents and pages of each")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("ls", parents=[common], help="list the documents in the store, or in a collection")
+    p.add_argument("--collection", metavar="NAME", help="list this collection's documents")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser(

@@ -1,0 +1,283 @@
+"""The commands over collections (named sets of stored documents) and the store's listing: ``ingest
+--collection``, ``collections``, ``ls``, ``rm --collection``, the collection side of ``ask`` and ``search``,
+and dropping documents deleted from the store from every collection that held them.
+
+Collections on the command line are the store's own (``<home>/collections``), not a matter's.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from docpipe.cli.commands import EXIT_ERROR, emit
+from docpipe.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from docpipe.pipeline import AddProgress, Collection, DocPipe
+
+__all__ = [
+    "drop_gone",
+    "existing_collection",
+    "ingest_collection",
+    "memberships",
+    "rm_collection",
+    "short",
+    "stored_record",
+]
+
+#: Characters of a document id shown to people (`docpipe ls`); any 8 or more select a document.
+SHORT_ID = 12
+# Extractors whose stored text `ls` can read a document's name and page count from.
+_EXTRACTORS = ("pypdf", "pypdfium2")
+
+
+def short(doc_id: str) -> str:
+    return doc_id[:SHORT_ID]
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M") if timestamp else "-"
+
+
+def existing_collection(dp: DocPipe, name: str) -> Collection:
+    """Returns the collection `name` when it exists; a `ConfigError` for a name that cannot be one, an
+    `InputError` listing the collections there are otherwise."""
+    coll = dp.collection(name)  # checks the name before anything reads or writes
+    if coll.exists:
+        return coll
+    names = [c.name for c in dp.collections()]
+    known = f"the collections are {', '.join(names)} (docpipe collections)" if names else "there are no collections yet"
+    raise InputError(
+        f"no collection named {name!r}: {known}; make one with docpipe ingest --collection {name} FOLDER_OR_FILES..."
+    )
+
+
+# -- ingest ---------------------------------------------------------------------------------------
+class _AddBars:
+    """Two progress bars on stderr for `Collection.add`: files finished, passages embedded."""
+
+    def __init__(self) -> None:
+        from tqdm import tqdm
+
+        options: dict[str, Any] = {"file": sys.stderr, "dynamic_ncols": True, "leave": False, "total": 0}
+        self.files = tqdm(desc="files", unit="file", position=0, **options)
+        self.passages = tqdm(desc="embedded", unit="passage", position=1, **options)
+
+    def __call__(self, event: AddProgress) -> None:
+        bar = self.files if event.kind == "file" else self.passages
+        bar.total = max(event.total, event.done)
+        bar.n = event.done
+        if event.name:
+            bar.set_postfix_str(event.name[:40], refresh=False)
+        bar.refresh()
+
+    def close(self) -> None:
+        self.passages.close()
+        self.files.close()
+
+
+def ingest_collection(dp: DocPipe, args: Any) -> int:
+    """``docpipe ingest --collection NAME FOLDER_OR_FILES...``: adds them, prints the report; exit status 1
+    when any file failed (the others are added all the same)."""
+    coll = dp.collection(args.collection)
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError("--workers must be at least 1 (leave it out for the configured number)")
+    bars = _AddBars() if sys.stderr.isatty() and not args.json else None
+    try:
+        report = coll.add(
+            [str(path) for path in args.files], password=args.password, workers=args.workers, progress=bars
+        )
+    finally:
+        if bars is not None:
+            bars.close()
+    if args.json:
+        emit(report.to_dict())
+    else:
+        print(report.summary())
+        if report.added or report.present:
+            print(f'ask it: docpipe ask --collection {coll.name} "QUESTION"', file=sys.stderr)
+    return 0 if report.ok else EXIT_ERROR
+
+
+# -- listing --------------------------------------------------------------------------------------
+def _cmd_collections(dp: DocPipe, args: Any) -> int:
+    data: list[dict[str, Any]] = []
+    for coll in dp.collections():
+        members = coll.documents
+        data.append({"name": coll.name, "documents": len(members), "pages": sum(m.pages for m in members)})
+    if args.json:
+        emit(data)
+        return 0
+    if not data:
+        print("No collections yet: docpipe ingest --collection NAME FOLDER_OR_FILES...")
+    for item in data:
+        print(f"{item['name']}  {_count(item['documents'], 'document')}, {_count(item['pages'], 'page')}")
+    return 0
+
+
+def stored_record(dp: DocPipe, doc_id: str) -> dict[str, Any]:
+    """Returns what the store tells of a document without opening its index: id, name (the file name it was
+    first ingested under), pages (None when no text is stored), added (when its PDF was stored)."""
+    extractors = (dp.settings.extraction.extractor, *_EXTRACTORS)
+    record = next(
+        (r for r in (dp.store.load_extraction(doc_id, e) for e in dict.fromkeys(extractors)) if r is not None), None
+    )
+    try:
+        added = (dp.store.doc_dir(doc_id) / "source.pdf").stat().st_mtime
+    except OSError:
+        added = 0.0
+    return {
+        "id": doc_id,
+        "name": str(record.get("name", "")) if record else "",
+        "pages": len(record["pages"]) if record else None,
+        "added": added,
+    }
+
+
+def _cmd_ls(dp: DocPipe, args: Any) -> int:
+    if args.collection is not None:
+        coll = existing_collection(dp, args.collection)
+        rows: list[dict[str, Any]] = [
+            {"id": m.id, "name": m.name, "pages": m.pages, "added": m.added} for m in coll.documents
+        ]
+        empty = f"Collection {coll.name} holds no documents: docpipe ingest --collection {coll.name} FOLDER_OR_FILES..."
+    else:
+        held: dict[str, list[str]] = {}
+        for coll in dp.collections():
+            for member in coll.documents:
+                held.setdefault(member.id, []).append(coll.name)
+        rows = [{**stored_record(dp, d), "collections": held.get(d, [])} for d in dp.store.document_ids()]
+        empty = f"No documents in the store at {dp.store.root}: docpipe ingest FILE... (or --collection NAME FOLDER)"
+    if args.json:
+        emit(rows)
+        return 0
+    if not rows:
+        print(empty)
+    for row in rows:
+        pages = "?" if row["pages"] is None else row["pages"]
+        where = f"  [{', '.join(row['collections'])}]" if row.get("collections") else ""
+        print(f"{short(row['id'])}  {pages:>5} pages  {_when(row['added'])}  {row['name'] or '-'}{where}")
+    return 0
+
+
+# -- removal --------------------------------------------------------------------------------------
+def rm_collection(dp: DocPipe, args: Any) -> int:
+    """``docpipe rm --collection NAME DOC...`` (the documents stay in the store) and ``... --all`` (the
+    collection itself goes; its documents stay)."""
+    if args.collection is None:
+        raise ConfigError("--all deletes a whole collection: docpipe rm --collection NAME --all")
+    if args.matter or args.delete_matter:
+        raise ConfigError(
+            "--collection works on the store's own collections, not a matter's: leave out --matter / --delete-matter"
+        )
+    if args.all and args.targets:
+        raise ConfigError(
+            "--all deletes the whole collection: give either documents or --all (docpipe rm --collection NAME --all)"
+        )
+    coll = existing_collection(dp, args.collection)
+    if args.all:
+        count = len(coll)
+        coll.delete()
+        if args.json:
+            emit({"collection": coll.name, "deleted": True, "documents": count})
+        else:
+            print(f"deleted collection {coll.name}; its {_count(count, 'document')} stay in the store (docpipe ls)")
+        return 0
+    if not args.targets:
+        raise ConfigError(
+            f"name the documents to remove: docpipe rm --collection {coll.name} DOC... (an id, 8+ characters of "
+            f"one, or the name docpipe ls --collection {coll.name} shows), or --all to delete the collection"
+        )
+    members = coll.documents
+    chosen = []
+    for target in args.targets:
+        member = _member_of(coll, target)
+        if member is None:
+            raise InputError(
+                f"{target[:80]!r} is not in collection {coll.name}: docpipe ls --collection {coll.name} lists its "
+                "documents (give an id, 8+ characters of one, or a name)"
+            )
+        chosen.append(member)
+    removed = [m for m in dict.fromkeys(m.id for m in chosen) if coll.remove(m)]
+    names = {m.id: m.name for m in members}
+    if args.json:
+        emit({"collection": coll.name, "removed": [{"id": d, "name": names[d]} for d in removed]})
+    else:
+        for doc_id in removed:
+            print(f"removed {short(doc_id)} {names[doc_id]} from collection {coll.name} (it stays in the store)")
+    return 0
+
+
+def _member_of(coll: Collection, target: str) -> Any:
+    """Returns the member a target names: its id, 8+ characters of it, its name in the collection, or a PDF
+    file (hashed); None when none is in the collection."""
+    from docpipe.ingest.store import sha256_hex
+
+    members = coll.documents
+    found = [m for m in members if m.id == target] or [m for m in members if m.name == target]
+    if len(found) > 1:
+        # Files of one name from different folders: a name alone must not pick one of them.
+        raise ConfigError(
+            f"{len(found)} documents of collection {coll.name} are named {target!r}: give the id "
+            f"(docpipe ls --collection {coll.name})"
+        )
+    lowered = target.lower()
+    if not found and len(lowered) >= 8 and not lowered.strip("0123456789abcdef"):
+        found = [m for m in members if m.id.startswith(lowered)]
+        if len(found) > 1:
+            raise ConfigError(
+                f"{target!r} matches {len(found)} documents of collection {coll.name}: give more of the id"
+            )
+    if not found and Path(target).is_file():
+        digest = sha256_hex(Path(target).read_bytes())
+        found = [m for m in members if m.id == digest]
+    return found[0] if found else None
+
+
+def collection_ids(dp: DocPipe) -> set[str]:
+    """Returns the ids of every member of every collection (the store's and the matters')."""
+    return {m.id for coll in _every_collection(dp) for m in coll.documents}
+
+
+def _every_collection(dp: DocPipe) -> list[Collection]:
+    from docpipe.access.matters import MatterStore
+
+    found = list(dp.collections())
+    for matter in MatterStore(dp.store.root).matters():
+        try:
+            found += dp.collections(matter=matter)
+        except ConfigError:
+            continue  # a folder that is not a matter's
+    return found
+
+
+def memberships(dp: DocPipe, doc_ids: list[str]) -> dict[str, list[str]]:
+    """Returns document id -> the collections that hold it (a matter's as ``matter/name``)."""
+    wanted = set(doc_ids)
+    held: dict[str, list[str]] = {d: [] for d in doc_ids}
+    for coll in _every_collection(dp):
+        label = f"{coll.matter}/{coll.name}" if coll.matter else coll.name
+        for member in coll.documents:
+            if member.id in wanted:
+                held[member.id].append(label)
+    return held
+
+
+def drop_gone(dp: DocPipe, doc_ids: list[str]) -> None:
+    """Removes the documents the store no longer holds from every collection (the store's and the matters'),
+    so no collection keeps a member whose text is gone."""
+    stored = set(dp.store.document_ids())
+    gone = {d for d in doc_ids if d not in stored}
+    if not gone:
+        return
+    for coll in _every_collection(dp):
+        for member in coll.documents:
+            if member.id in gone:
+                coll.remove(member.id)
