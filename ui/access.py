@@ -104,6 +104,12 @@ class WorkbenchAccess:
             return []
         return [(f"{d.name} ({d.id[:8]})", d.id) for d in self.matters.documents(matter)]
 
+    def collections(self, principal: Principal, matter: str | None) -> list[str]:
+        """Returns the names of the matter's collections the principal may read."""
+        if not matter or not principal.can(matter, "read"):
+            return []
+        return [c.name for c in self.dp.collections(matter=matter)]
+
     def grant_ids(self, principal: Principal) -> set[str]:
         """Returns the ids an encrypted document's grant may name for this user: their live keys and their
         workbench logins."""

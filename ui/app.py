@@ -90,7 +90,7 @@ def build_app(
     access: WorkbenchAccess | None = None,
 ) -> gr.Blocks:
     """Returns the workbench as a queued `gr.Blocks` (Upload, Ask, Batch, Contract analysis tabs); launch it
-    yourself.
+    yourself. Files uploaded into a named collection are asked across from the Ask and Batch tabs.
 
     Launch it with `launch_kwargs` (`main` does): its ``max_file_size`` makes Gradio refuse big uploads
     before they are stored; the handler checks the size as well. `concurrency` events run at
@@ -110,6 +110,8 @@ def build_app(
     with gr.Blocks(title="docpipe contract workbench", analytics_enabled=False, delete_cache=delete_cache) as demo:
         wb.demo = demo
         docs_state = gr.State({})
+        # Without API keys: the browser session's own space for its collections, removed when it ends.
+        space = gr.State(None, delete_callback=wb.forget_space)
         report_folder = gr.State(None, delete_callback=remove_folder)
         gr.Markdown(
             "## docpipe contract workbench\nUpload contracts, ask questions, get answers with checked page citations."
@@ -126,6 +128,15 @@ def build_app(
             )
             password = gr.Textbox(label="Password (encrypted PDFs only)", type="password", elem_id="upload-password")
             ingest_btn = gr.Button("Ingest", variant="primary", elem_id="ingest-btn")
+            with gr.Row():
+                collection = gr.Textbox(
+                    label="Collection: add the files to it (created if new) to ask across them",
+                    placeholder="e.g. deal-x",
+                    max_length=63,
+                    elem_id="upload-collection",
+                    scale=3,
+                )
+                collection_btn = gr.Button("Add to collection", elem_id="collection-btn", scale=1)
             upload_result = gr.HTML(elem_id="upload-result")
         with gr.Tab("Ask", id="ask"):
             ask_doc = gr.Dropdown(label="Document", choices=[], elem_id="ask-doc")
@@ -141,13 +152,13 @@ def build_app(
             with gr.Accordion("Thinking", open=False, visible=False, elem_id="thinking") as thinking_box:
                 thinking_out = gr.Textbox(show_label=False, lines=8, interactive=False, elem_id="thinking-text")
             citations_out = gr.Dataframe(
-                headers=["heading", "pages", "quote", "verified"],
+                headers=["document", "heading", "pages", "quote", "verified"],
                 datatype="str",
                 interactive=False,
                 wrap=True,
                 label="Citations",
                 elem_id="citations",
-                column_widths=["22%", "9%", "60%", "9%"],
+                column_widths=["16%", "18%", "8%", "50%", "8%"],
             )
             source_out = gr.HTML(label="Source", elem_id="source-panel")
         with gr.Tab("Batch", id="batch"):
@@ -194,26 +205,34 @@ def build_app(
 
         # Extraction runs a worker process per document: fewer at once than questions.
         pickers = [ask_doc, batch_doc, analysis_doc]
-        demo.load(wb.on_load, None, [matter_pick, *pickers], api_name=False)
-        matter_pick.change(wb.on_matter, [matter_pick, docs_state], pickers, api_name=False)
+        demo.load(wb.on_load, None, [matter_pick, *pickers, space], api_name=False)
+        matter_pick.change(wb.on_matter, [matter_pick, docs_state, space], pickers, api_name=False)
         ingest_btn.click(
             wb.ingest,
-            [files, password, docs_state, matter_pick],
+            [files, password, docs_state, matter_pick, space],
             [upload_result, docs_state, ask_doc, batch_doc, analysis_doc, files],
             concurrency_limit=max(1, min(4, concurrency)),
             concurrency_id="ingest",
             api_name="ingest",
         )
+        collection_btn.click(
+            wb.ingest_collection,
+            [files, password, docs_state, matter_pick, collection, space],
+            [upload_result, docs_state, ask_doc, batch_doc, analysis_doc, files],
+            concurrency_limit=max(1, min(4, concurrency)),
+            concurrency_id="ingest",
+            api_name="ingest_collection",
+        )
         ask_event = dict(
             fn=wb.ask,
-            inputs=[docs_state, ask_doc, question, mode, matter_pick],
+            inputs=[docs_state, ask_doc, question, mode, matter_pick, space],
             outputs=[answer_out, citations_out, thinking_box, thinking_out, source_out],
         )
         ask_btn.click(**ask_event, api_name="ask")
         question.submit(**ask_event, api_name=False)
         batch_btn.click(
             wb.ask_batch,
-            [docs_state, batch_doc, batch_questions, batch_mode, matter_pick],
+            [docs_state, batch_doc, batch_questions, batch_mode, matter_pick, space],
             [batch_status, batch_out],
             api_name="batch",
         )

@@ -9,8 +9,10 @@ import contextlib
 import html
 import logging
 import os
+import shutil
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from docpipe import (
     DocPipe,
     DocpipeError,
     Document,
+    MatterStore,
     PasswordRequiredError,
     WrongPasswordError,
 )
@@ -33,6 +36,7 @@ from docpipe.ui.render import (
     REPORT_FORMATS,
     answer_html,
     citation_rows,
+    describe_collection,
     describe_doc,
     describe_error,
     doc_label,
@@ -47,6 +51,7 @@ from docpipe.ui.uploads import UploadRefused, UploadTooLarge, read_upload, remov
 
 __all__ = [
     "BUSY",
+    "COLLECTION_PREFIX",
     "MAX_BATCH_QUESTIONS",
     "MAX_QUESTION_CHARS",
     "MAX_SESSION_DOCS",
@@ -65,14 +70,24 @@ MAX_SESSION_DOCS = 32
 BUSY = "The answer engine is busy or unreachable: please try again in a moment."
 # A streamed answer updates the page at most this often: enough to read along, little work per token.
 STREAM_INTERVAL_S = 0.1
+# A picker value naming a collection rather than a document (a document's value is its hex id).
+COLLECTION_PREFIX = "collection:"
+# Without API keys, a session's collections live in a matter of its own, named so (plus a random part).
+SPACE_PREFIX = "session-"
 
 
 def _choices(docs: dict[str, Document]) -> list[tuple[str, str]]:
     return [(doc_label(doc), doc_id) for doc_id, doc in docs.items()]
 
 
-def _pickers(choices: list[tuple[str, str]], value: str | None) -> list[Any]:
-    return [gr.Dropdown(choices=choices, value=value) for _ in range(3)]
+def _pickers(choices: list[tuple[str, str]], value: str | None, collections: list[str] | None = None) -> list[Any]:
+    """Returns the Ask, Batch and Analysis pickers: documents, and in Ask and Batch the collections too (the
+    checklist runs over one document)."""
+    both = choices + [(f"Collection: {name}", COLLECTION_PREFIX + name) for name in collections or []]
+    single = value if value is None or not value.startswith(COLLECTION_PREFIX) else None
+    return [gr.Dropdown(choices=both, value=value), gr.Dropdown(choices=both, value=value)] + [
+        gr.Dropdown(choices=choices, value=single)
+    ]
 
 
 def _check_question(question: str) -> str:
@@ -101,6 +116,7 @@ class Workbench:
         docs: dict[str, Document] | None,
         matter: str | None,
         request: GradioRequest,
+        space: str | None = None,
     ):
         docs = dict(docs or {})
         paths = [files] if isinstance(files, str) else list(files or [])
@@ -182,30 +198,152 @@ class Workbench:
             results.append(describe_doc(doc))
         choices = self.access.documents(principal, matter) if principal is not None else _choices(docs)
         value = last or (choices[-1][1] if choices else None)
-        return ("".join(results), docs, *_pickers(choices, value), pending or None)
+        return (
+            "".join(results),
+            docs,
+            *_pickers(choices, value, self._collections(principal, matter, space)),
+            pending or None,
+        )
+
+    def _collections(self, principal: Any, matter: str | None, space: str | None) -> list[str]:
+        """Returns the names of the collections the session may ask: its matter's (keys) or its own."""
+        if principal is not None:
+            return self.access.collections(principal, matter)
+        return [c.name for c in self.dp.collections(matter=space)] if space else []
+
+    def _collection(self, name: str, matter: str | None, space: str | None, request: Any, role: str) -> Any:
+        """Returns the collection `name` of the user's matter (with `role` there) or of the session's space."""
+        principal = self.access.principal(request)
+        if principal is not None:
+            where = self.access.check(principal, matter, role)
+        elif space:
+            where = space
+        else:
+            raise DocpipeError("this page has no session yet: reload it")
+        return self.dp.collection(name, matter=where)
+
+    def ingest_collection(
+        self,
+        files: list[str] | str | None,
+        password: str,
+        docs: dict[str, Document] | None,
+        matter: str | None,
+        name: str | None,
+        space: str | None,
+        request: GradioRequest,
+    ):
+        """Adds the uploads to the collection `name` (created if new): one report line per file, then the
+        pickers with the collection chosen. With API keys the documents join the matter too."""
+        docs = dict(docs or {})
+        paths = [files] if isinstance(files, str) else list(files or [])
+        name = (name or "").strip()
+        keep = [gr.Dropdown() for _ in range(3)]
+        upload_root = self.demo.GRADIO_CACHE
+        try:
+            principal = self.access.principal(request)
+            if not name:
+                raise DocpipeError("name the collection first (e.g. deal-x): it is created if new")
+            coll = self._collection(name, matter, space, request, "write")
+            if not paths:
+                raise DocpipeError("choose one or more PDF files first")
+        except DocpipeError as exc:
+            return describe_error(name or "collection", str(exc)), docs, *keep, None
+        lines: list[str] = []
+        folder = Path(tempfile.mkdtemp(prefix="docpipe-collection-"))  # 0700; the files carry their names
+        try:
+            spooled: list[Path] = []
+            for number, path in enumerate(paths):
+                label = clean_upload_name(getattr(path, "name", path))
+                try:
+                    data = read_upload(
+                        path, uploaded=self.demo.upload_file_set, upload_root=upload_root, max_bytes=self.max_bytes
+                    )
+                except UploadRefused as exc:
+                    lines.append(describe_error(label, str(exc)))
+                    continue
+                finally:
+                    remove_upload(path, upload_root=upload_root)
+                target = folder / str(number) / label.encode()[:200].decode(errors="ignore")
+                target.parent.mkdir(mode=0o700)
+                target.write_bytes(data)
+                spooled.append(target)
+            owner = principal.user if principal is not None else None
+            report = coll.add(spooled, password=password or None, owner=owner)
+        except DocpipeError as exc:
+            lines.append(describe_error(name, str(exc)))
+            return "".join(lines), docs, *keep, None
+        except Exception:  # noqa: BLE001 - the user gets a message, the log gets the traceback
+            logger.exception("adding to a collection failed")
+            return (
+                describe_error(name, "unexpected error while adding the files (see the server log)"),
+                docs,
+                *keep,
+                None,
+            )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        for member in report.added:
+            if member.pages > self.max_pages:
+                coll.remove(member.id)
+                report.failed.append((member.name, f"{member.pages} pages, over the limit of {self.max_pages}"))
+                continue
+            if principal is not None:
+                self.access.added(principal, matter, self.dp.document(member.id, authorized=True), member.name)  # type: ignore[arg-type]
+            self.access.record(request, matter, "collection_add", member.id)
+        kept = [m for m in report.added if m.pages <= self.max_pages]
+        lines.insert(0, describe_collection(coll.name, len(kept), len(report.present), len(report.failed) + len(lines)))
+        lines += [f'<div class="dp-ok">&#10003; {html.escape(m.name)}: {m.pages} pages</div>' for m in kept]
+        lines += [describe_error(file, reason) for file, reason in report.failed]
+        choices = self.access.documents(principal, matter) if principal is not None else _choices(docs)
+        value = COLLECTION_PREFIX + coll.name
+        return "".join(lines), docs, *_pickers(choices, value, self._collections(principal, matter, space)), None
+
+    def forget_space(self, space: str | None) -> None:
+        """Deletes a browser session's own collections (no API keys); Gradio calls it when the session ends."""
+        if not space or not space.startswith(SPACE_PREFIX):
+            return
+        for coll in self.dp.collections(matter=space):
+            coll.delete()
+        MatterStore(self.dp.store.root).delete_matter(space)
 
     def on_load(self, request: GradioRequest):
         # With API keys: the user's matters, the first one chosen, its documents in the pickers.
         if not self.access.keyed:
-            return gr.Dropdown(visible=False), *[gr.Dropdown() for _ in range(3)]
+            space = SPACE_PREFIX + uuid.uuid4().hex[:20]
+            return gr.Dropdown(visible=False), *[gr.Dropdown() for _ in range(3)], space
         try:
             principal = self.access.principal(request)
         except DocpipeError:
-            return gr.Dropdown(choices=[], value=None, visible=True), *_pickers([], None)
+            return gr.Dropdown(choices=[], value=None, visible=True), *_pickers([], None), None
         assert principal is not None
         matters = self.access.matter_choices(principal)
         value = matters[0] if matters else None
-        return gr.Dropdown(choices=matters, value=value, visible=True), *_pickers(
-            self.access.documents(principal, value), None
+        return (
+            gr.Dropdown(choices=matters, value=value, visible=True),
+            *_pickers(self.access.documents(principal, value), None, self.access.collections(principal, value)),
+            None,
         )
 
-    def on_matter(self, matter: str | None, docs: dict[str, Document] | None, request: GradioRequest):
+    def on_matter(
+        self, matter: str | None, docs: dict[str, Document] | None, space: str | None, request: GradioRequest
+    ):
         try:
             principal = self.access.principal(request)
         except DocpipeError:
             return _pickers([], None)
         choices = self.access.documents(principal, matter) if principal is not None else _choices(dict(docs or {}))
-        return _pickers(choices, None)
+        return _pickers(choices, None, self._collections(principal, matter, space))
+
+    def _target(
+        self, docs: dict[str, Document] | None, doc_id: str | None, matter: str | None, request: Any, space: str | None
+    ) -> Any:
+        """Returns the document, or the collection, the picker names."""
+        if doc_id and doc_id.startswith(COLLECTION_PREFIX):
+            coll = self._collection(doc_id.removeprefix(COLLECTION_PREFIX), matter, space, request, "read")
+            if not coll.exists:
+                raise DocpipeError("choose a collection of this matter from the list first")
+            return coll
+        return self._doc(docs, doc_id, matter, request)
 
     def _doc(self, docs: dict[str, Document] | None, doc_id: str | None, matter: str | None, request: Any) -> Document:
         principal = self.access.principal(request)
@@ -225,15 +363,16 @@ class Workbench:
         mode: str,
         matter: str | None,
         request: GradioRequest,
+        space: str | None = None,
     ):
         # A generator: the answer box fills as the engine streams (thinking into the Thinking accordion),
         # then the citations and the source panel arrive with the finished answer.
         answer: Answer | None = None
         thinking = text = ""
         try:
-            doc = self._doc(docs, doc_id, matter, request)
+            doc = self._target(docs, doc_id, matter, request, space)
             question = _check_question(question)
-            self.access.record(request, matter, "ask", doc.id, [question])
+            self.access.record(request, matter, "ask", getattr(doc, "id", None), [question])
             # Each question starts with the thinking collapsed; later updates leave it as the user set it.
             yield streaming_html(""), [], gr.Accordion(visible=False, open=False), "", ""
             last = time.monotonic()
@@ -279,8 +418,21 @@ class Workbench:
             citation_rows(answer),
             gr.Accordion(visible=bool(thinking)),
             thinking,
-            source_html(doc, answer),
+            self._source(doc, answer),
         )
+
+    @staticmethod
+    def _source(target: Any, answer: Answer) -> str:
+        """Returns the source panel: over a collection, the first cited document's section."""
+        if isinstance(target, Document):
+            return source_html(target, answer)
+        cited = next((c.document_id for c in answer.citations if c.document_id), None)
+        try:
+            if cited:
+                return source_html(target.document(cited), answer)
+        except DocpipeError:
+            pass
+        return "<p><i>No cited section to show.</i></p>"
 
     def ask_batch(
         self,
@@ -290,9 +442,10 @@ class Workbench:
         mode: str,
         matter: str | None,
         request: GradioRequest,
+        space: str | None = None,
     ):
         try:
-            doc = self._doc(docs, doc_id, matter, request)
+            doc = self._target(docs, doc_id, matter, request, space)
             questions = [line.strip() for line in (text or "").splitlines() if line.strip()]
             if not questions:
                 raise DocpipeError("no questions: paste one question per line")
@@ -300,7 +453,7 @@ class Workbench:
                 raise DocpipeError(f"{len(questions)} questions; at most {MAX_BATCH_QUESTIONS} per batch")
             for question in questions:
                 _check_question(question)
-            self.access.record(request, matter, "ask", doc.id, questions)
+            self.access.record(request, matter, "ask", getattr(doc, "id", None), questions)
             answers = self.dp.ask_many(doc, questions, mode=mode if mode in MODES else "auto")
         except DocpipeError as exc:
             return (f"{BUSY} ({exc})" if isinstance(exc, ConnectionError) else str(exc)), []

@@ -19,6 +19,7 @@ __all__ = [
     "REPORT_FORMATS",
     "answer_html",
     "citation_rows",
+    "describe_collection",
     "describe_doc",
     "describe_error",
     "doc_label",
@@ -72,6 +73,15 @@ def describe_doc(doc: Document) -> str:
     return "".join(parts)
 
 
+def describe_collection(name: str, added: int, present: int, failed: int) -> str:
+    """Returns the headline of an upload into a collection: how many files joined, were there, failed."""
+    kind = "dp-ok" if not failed else "dp-warn"
+    return (
+        f'<div class="{kind}"><b>Collection {html.escape(name)}</b>: {added} added, {present} already in it, '
+        f"{failed} failed</div>"
+    )
+
+
 def describe_error(name: str, message: str) -> str:
     """Returns an upload's error line: the file's name and what went wrong, escaped."""
     return f'<div class="dp-err"><b>&#10007; {html.escape(name)}</b>: {html.escape(message)}</div>'
@@ -103,9 +113,10 @@ def highlight(text: str, quote: str) -> str:
 
 
 def citation_rows(answer: Answer) -> list[list[str]]:
-    """Returns one row per citation: heading, pages, quote, verified (✓/✗)."""
+    """Returns one row per citation: document, heading, pages, quote, verified (✓/✗)."""
     return [
         [
+            c.document_name or answer.document_name or "-",
             c.heading or c.section_id or "(unknown section)",
             c.pages if c.page_start else "?",
             c.quote,
@@ -116,15 +127,18 @@ def citation_rows(answer: Answer) -> list[list[str]]:
 
 
 def source_html(doc: Document, answer: Answer) -> str:
-    """Returns the first cited section's text, HTML-escaped, with the quoted span marked."""
+    """Returns the first cited section of `doc` (an answer over a collection cites several documents), its
+    text HTML-escaped with the quoted span marked."""
     for citation in answer.citations:
-        if not citation.section_id:
+        if not citation.section_id or (citation.document_id and citation.document_id != doc.id):
             continue
         try:
             section = doc.section(citation.section_id)
         except KeyError:
             continue
         header = f"<p><b>{html.escape(section.heading or section.id)}</b> ({html.escape(section.pages)})</p>"
+        if answer.collection:
+            header = f"<p><b>{html.escape(doc.name)}</b></p>" + header
         # An extractive quote is a whole clause: mark the sentence that answers when there is one.
         marked = citation.highlight if citation.highlight and citation.highlight in section.text else citation.quote
         return header + f"<pre>{highlight(section.text, marked)}</pre>"

@@ -15,6 +15,7 @@ from docpipe.access.log import AccessLog
 from docpipe.access.matters import MatterStore
 from docpipe.errors import ConfigError, DependencyError, DocpipeError
 from docpipe.ingest.store import private_umask
+from docpipe.server.collection_routes import COLLECTION_UPLOAD_PATH
 from docpipe.server.errors import _BodyLimit, _error_body, _install_error_handlers, _send_json, route_of
 from docpipe.server.housekeeping import Housekeeper
 from docpipe.server.options import (
@@ -288,6 +289,8 @@ def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Met
         ui_path=options.ui_path if options.ui else None,
         grace_s=options.body_timeout_s,
         min_bytes_per_s=options.body_min_bytes_per_s,
+        batch_upload_path=COLLECTION_UPLOAD_PATH,
+        batch_upload_bytes=options.max_batch_upload_bytes,
     )
     app.add_middleware(_TrustedHosts, allowed=options.allowed_host_names())
     app.add_middleware(_Observe, metrics=metrics, ui_path=options.ui_path if options.ui else None)

@@ -8,6 +8,7 @@ import asyncio
 import errno
 import json
 import logging
+import re
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -164,6 +165,7 @@ async def _send_json(send: Any, status: int, body: dict[str, Any]) -> None:
 
 
 _UPLOAD_TYPES = ("application/pdf", "multipart/form-data")
+_BATCH_TYPES = ("multipart/form-data", "application/json")
 
 
 class _BodyLimit:
@@ -173,7 +175,9 @@ class _BodyLimit:
       streamed body passes it. Uploads (`upload_path`, and everything under `ui_path`: Gradio's own uploads)
       get `upload_bytes`, everything else `json_bytes`.
     - Type: a POST to `upload_path` must be application/pdf or multipart/form-data, else 415 before the body is
-      read (a cross-site "simple request" with text/plain or a urlencoded form is refused).
+      read (a cross-site "simple request" with text/plain or a urlencoded form is refused). A POST to a path
+      `batch_upload_path` matches (several PDFs into a collection) must be multipart/form-data, which gets
+      `batch_upload_bytes`, or application/json (ids), which gets `json_bytes`.
     - Time: after `grace_s` from the app's first read, the body must have come at `min_bytes_per_s` on average,
       else 408 and the connection is closed (a body trickled in to hold a connection open forever)."""
 
@@ -187,11 +191,15 @@ class _BodyLimit:
         ui_path: str | None,
         grace_s: float = 30.0,
         min_bytes_per_s: int = 16 * 1024,
+        batch_upload_path: re.Pattern[str] | None = None,
+        batch_upload_bytes: int = 0,
     ) -> None:
         self.app = app
         self.upload_bytes = upload_bytes
         self.json_bytes = json_bytes
         self.upload_path = upload_path
+        self.batch_upload_path = batch_upload_path
+        self.batch_upload_bytes = batch_upload_bytes
         self.ui_prefix = ui_path.rstrip("/") + "/" if ui_path else None
         self.grace_s = grace_s
         self.min_bytes_per_s = min_bytes_per_s
@@ -214,6 +222,18 @@ class _BodyLimit:
                 return
         uploading = path.rstrip("/") == self.upload_path or (self.ui_prefix and path.startswith(self.ui_prefix))
         limit, flag = (self.upload_bytes, "--max-upload-mb") if uploading else (self.json_bytes, "--max-json-kb")
+        if scope.get("method") == "POST" and self.batch_upload_path and self.batch_upload_path.fullmatch(path):
+            media = headers.get(b"content-type", b"").decode("latin-1").partition(";")[0].strip().lower()
+            if media not in _BATCH_TYPES:
+                scope["docpipe.error"] = "unsupported_media_type"
+                message = (
+                    'adding to a collection takes multipart/form-data (PDFs in the field "file", repeated) or '
+                    f'application/json ({{"ids": [...]}}), not {media[:60] or "none"!r}'
+                )
+                await _send_json(send, 415, _error_body("unsupported_media_type", message))
+                return
+            if media == "multipart/form-data":
+                limit, flag = self.batch_upload_bytes, "--max-upload-mb"
         declared = headers.get(b"content-length")
         if declared is not None:
             try:

@@ -56,16 +56,25 @@ class Housekeeper:
         cached = self.dp.forget_answers(doc_id)
         return Removed(purged=int(self.dp.store.delete_document(doc_id)), cached_answers=cached)
 
+    def _leave_collections(self, matter: str, doc_id: str) -> None:
+        for coll in self.dp.collections(matter=matter):
+            if any(member.id == doc_id for member in coll.documents):
+                coll.remove(doc_id)  # its card and pooled vectors leave the collection's index too
+
     def remove(self, matter: str, doc_id: str) -> Removed:
-        """Removes the document from `matter` (its record, answers and reports), then settles the store."""
+        """Removes the document from `matter` (its record, answers and reports, its place in the matter's
+        collections), then settles the store."""
+        self._leave_collections(matter, doc_id)
         held = self.matters.remove(matter, doc_id)
         removed = Removed(documents=int(held), results=self.results.delete_document(doc_id, matter=matter))
         removed += self._settle(doc_id)
         return removed
 
     def delete_matter(self, matter: str) -> Removed:
-        """Removes the whole matter: its documents' records, its answers and reports, then settles the store
-        for each of its documents."""
+        """Removes the whole matter: its documents' records, its collections, its answers and reports, then
+        settles the store for each of its documents."""
+        for coll in self.dp.collections(matter=matter):
+            coll.delete()  # also drops the pipeline's loaded copy of the collection's index
         ids = self.matters.delete_matter(matter)
         removed = Removed(
             documents=len(ids), results=self.results.delete_matter(matter), cached_answers=self.dp.forget_matter(matter)
@@ -77,6 +86,8 @@ class Housekeeper:
     def purge(self, doc_id: str) -> Removed:
         """Removes the document from every matter and from the store: nothing of it is left."""
         removed = Removed()
+        for matter in self.matters.matters():
+            self._leave_collections(matter, doc_id)
         for matter in self.matters.holders(doc_id):
             removed += Removed(documents=int(self.matters.remove(matter, doc_id)))
         removed.results += self.results.delete_document(doc_id)

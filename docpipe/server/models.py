@@ -10,18 +10,28 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 __all__ = [
+    "AddByIds",
+    "AddReportOut",
     "AnalyzeRequest",
     "AnswerOut",
     "AskRequest",
     "AskResponse",
     "CitationOut",
+    "CollectionAskResponse",
+    "CollectionCreate",
+    "CollectionDeleted",
+    "CollectionDocuments",
+    "CollectionList",
     "DocumentInfo",
     "ErrorDetail",
     "ErrorResponse",
     "Health",
+    "HitOut",
     "Mode",
     "PageWarning",
     "ReportOut",
+    "SearchRequest",
+    "SearchResponse",
 ]
 
 
@@ -106,6 +116,8 @@ class CitationOut(BaseModel):
     verified: bool = Field(description="True when the quote was found on the stored page text.")
     score: float = 0.0
     highlight: str = Field("", description="The sentence of the quoted clause that answers best (extractive).")
+    document_id: str = Field("", description="The quoted document's id (SHA-256).")
+    document_name: str = Field("", description="The quoted document's name in the matter (or the collection).")
 
 
 class AnswerOut(BaseModel):
@@ -118,7 +130,12 @@ class AnswerOut(BaseModel):
     citations: list[CitationOut]
     engine: str
     model: str | None = None
-    document_id: str
+    document_id: str = Field(description='The document asked ("" for a collection answer drawn from several).')
+    document_name: str = ""
+    collection: str = Field("", description="The collection asked, if one was.")
+    document_ids: list[str] = Field(
+        default_factory=list, description="A collection answer: every document whose sections were in the context."
+    )
     section_ids: list[str]
     thinking: str | None = Field(None, description="The model's reasoning, kept apart for audit.")
     thinking_enabled: bool = False
@@ -235,3 +252,119 @@ class Deleted(BaseModel):
     purged: int = Field(
         description="Documents whose PDF, text, indexes and cached answers left the store (no other matter holds them)."
     )
+
+
+# -- collections ------------------------------------------------------------------------------------------------
+class CollectionCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        max_length=200,
+        description="1-63 letters, digits, '.', '_' or '-', starting with a letter or digit.",
+        examples=["deal-x"],
+    )
+
+    @model_validator(mode="after")
+    def _valid_unicode(self) -> CollectionCreate:
+        _check_unicode(self)
+        return self
+
+
+class CollectionOut(BaseModel):
+    matter: str
+    name: str
+    documents: int = Field(description="Documents in the collection.")
+
+
+class CollectionList(BaseModel):
+    matter: str
+    collections: list[CollectionOut]
+
+
+class CollectionMemberOut(BaseModel):
+    id: str = Field(description="The document's id: the SHA-256 of the PDF; also a document of the matter.")
+    name: str = Field(description="The name it goes by in the collection.")
+    added: float = Field(description="When it joined the collection (Unix time).")
+    pages: int
+
+
+class CollectionDocuments(BaseModel):
+    matter: str
+    name: str
+    documents: list[CollectionMemberOut]
+
+
+class AddByIds(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[str] = Field(
+        max_length=256, description="Ids of documents already in the matter (GET /v1/documents lists them)."
+    )
+    password: str | None = Field(None, description="The password of encrypted PDFs among them.")
+
+    @model_validator(mode="after")
+    def _valid_unicode(self) -> AddByIds:
+        _check_unicode(self)
+        return self
+
+
+class AddFailure(BaseModel):
+    file: str = Field(description="The file's display name.")
+    reason: str = Field(description="Why it was not added, and what to do.")
+
+
+class AddReportOut(BaseModel):
+    matter: str
+    collection: str
+    added: list[CollectionMemberOut] = Field(description="Documents that joined the collection (and the matter).")
+    present: list[CollectionMemberOut] = Field(description="Documents the collection held already.")
+    failed: list[AddFailure] = Field(description="Files that were not added; the others were.")
+    extracted_pages: int = Field(description="Pages newly extracted (documents already stored take none).")
+    seconds: float
+
+
+class CollectionDeleted(BaseModel):
+    matter: str
+    deleted: str = Field(description="The collection's name, or the id of the document taken out of it.")
+    documents: int = Field(description="Documents taken out of the collection (they stay in the matter).")
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(description="What to look for.", examples=["change of control"])
+    k: int | None = Field(None, ge=1, le=64, description="Sections to return (default 4).")
+    password: str | None = Field(None, description="The password of encrypted PDFs in the collection.")
+
+    @model_validator(mode="after")
+    def _valid_unicode(self) -> SearchRequest:
+        _check_unicode(self)
+        return self
+
+
+class HitOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    document_id: str = Field(description="The document the section is from (SHA-256).")
+    document_name: str = Field(description="Its name in the collection.")
+    section_id: str
+    heading: str
+    page_start: int
+    page_end: int
+    pages: str
+    score: float
+    rank: int
+    role: str = Field(description="match, front_matter, definition or reference.")
+    text: str = Field(description="The section's text.")
+
+
+class SearchResponse(BaseModel):
+    matter: str
+    collection: str
+    hits: list[HitOut]
+
+
+class CollectionAskResponse(BaseModel):
+    matter: str
+    collection: str
+    answers: list[AnswerOut]

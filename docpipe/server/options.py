@@ -58,6 +58,8 @@ class ServeOptions:
     port: int = 8000
     token: str | None = None
     max_upload_mb: float = 50.0
+    # PDFs one request may upload into a collection (each up to max_upload_mb; the body up to both multiplied).
+    max_upload_files: int = 16
     max_json_kb: float = 1024.0
     max_questions: int = 64
     max_question_chars: int = 2000
@@ -93,6 +95,8 @@ class ServeOptions:
                 raise ConfigError(f"{what} is too short: use at least 16 random characters (openssl rand -hex 24)")
         if self.max_upload_mb <= 0 or self.max_json_kb <= 0 or self.max_questions < 1 or self.threads < 1:
             raise ConfigError("--max-upload-mb, --max-json-kb and --max-questions must be positive")
+        if self.max_upload_files < 1:
+            raise ConfigError(f"max_upload_files must be at least 1, got {self.max_upload_files}")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"--port must be between 0 and 65535, got {self.port}")
         if not self.ui_path.startswith("/") or self.ui_path.rstrip("/") in ("", "/v1", "/metrics", "/docs"):
@@ -109,6 +113,11 @@ class ServeOptions:
     @property
     def max_upload_bytes(self) -> int:
         return int(self.max_upload_mb * 1024 * 1024)
+
+    @property
+    def max_batch_upload_bytes(self) -> int:
+        """The largest body of a request that uploads several PDFs at once (into a collection)."""
+        return self.max_upload_bytes * self.max_upload_files
 
     @property
     def max_json_bytes(self) -> int:

@@ -1,4 +1,5 @@
-"""The ``/v1`` endpoints: matters, upload, list, delete, ask, analyze, stored answers and reports, health.
+"""The ``/v1`` endpoints: matters, upload, list, delete, ask, analyze, stored answers and reports, health
+(collections are in `docpipe.server.collection_routes`).
 
 Every route but health acts for a caller in a matter (`docpipe.server.access`): it sees only that matter's
 documents, answers and reports, and every action on contract content is written to the access log."""
@@ -12,7 +13,9 @@ import re
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docpipe.answer.core import check_question
@@ -70,6 +73,26 @@ def _is_key(caller: Caller) -> bool:
     return caller.key_id not in ("local", "token")
 
 
+@dataclass(frozen=True, slots=True)
+class RouteKit:
+    """What the routes of `_install_routes` share with the route modules beside it (`collection_routes`):
+    the pipeline and stores, the role dependencies, and the helpers that keep every route to one matter."""
+
+    dp: DocPipe
+    options: ServeOptions
+    matters: MatterStore
+    audit: AccessLog
+    results: ResultStore
+    metrics: Metrics
+    spool_dir: Path
+    reader: Any
+    writer: Any
+    logged: Callable[..., contextlib.AbstractContextManager[None]]
+    matter_record: Callable[[Caller, str], MatterDocument]
+    open_document: Callable[[Caller, str, str | None], Document]
+    check_questions: Callable[[list[str]], list[str]]
+
+
 def _install_routes(app: FastAPI) -> None:
     from fastapi import APIRouter
     from fastapi.security import HTTPBearer
@@ -120,7 +143,11 @@ def _install_routes(app: FastAPI) -> None:
 
     @contextlib.contextmanager
     def logged(
-        who: Caller, action: str, document: str | None = None, questions: list[str] | None = None
+        who: Caller,
+        action: str,
+        document: str | None = None,
+        questions: list[str] | None = None,
+        detail: str = "",
     ) -> Iterator[None]:
         """Runs the action's body, then appends its access-log line with the outcome (an error's type)."""
         outcome = "ok"
@@ -138,6 +165,7 @@ def _install_routes(app: FastAPI) -> None:
                 document=document,
                 question=questions,
                 outcome=outcome,
+                detail=detail,
             )
 
     def matter_record(who: Caller, doc_id: str) -> MatterDocument:
@@ -351,9 +379,13 @@ def _install_routes(app: FastAPI) -> None:
                 detail=f"no {what} with id {key[:80]!r} in matter {who.matter!r}: use an id an "
                 f"{'ask' if what == 'answer' else 'analyze'} returned",
             )
-        with logged(who, f"read_{kind[:-1]}", str(record.get("document_id", ""))):
+        # An answer over a collection quotes several documents: each must still be in the matter.
+        quoted = [str(record.get("document_id") or "")] if record.get("document_id") else []
+        quoted += [str(d) for d in record.get("document_ids") or [] if d and d not in quoted]
+        with logged(who, f"read_{kind[:-1]}", quoted[0] if len(quoted) == 1 else None):
             # The answer quotes the contract: an encrypted PDF's answers need what its text needs.
-            open_document(who, str(record.get("document_id", "")), password)
+            for doc_id in quoted or [""]:
+                open_document(who, doc_id, password)
         return record
 
     @api.get("/answers/{answer_id}", response_model=AnswerOut, summary="A stored answer")
@@ -384,5 +416,23 @@ def _install_routes(app: FastAPI) -> None:
             "uptime_s": round(time.time() - app.state.started, 3),
         }
 
+    from docpipe.server.collection_routes import install_collection_routes
+
+    kit = RouteKit(
+        dp=dp,
+        options=options,
+        matters=matters,
+        audit=audit,
+        results=results,
+        metrics=metrics,
+        spool_dir=spool_dir,
+        reader=reader,
+        writer=writer,
+        logged=logged,
+        matter_record=matter_record,
+        open_document=open_document,
+        check_questions=check_questions,
+    )
+    install_collection_routes(app, kit)
     app.include_router(api)
     app.include_router(public)

@@ -5,7 +5,8 @@ nothing in another.
 Layout::
 
     <root>/<kind>/<name>.json                   one record: {"record_format": 2, "kind", "id", "matter",
-                                                "document_id", "created", "data"}; <name> is the SHA-256 of
+                                                "document_id", "document_ids" (further documents it quotes,
+                                                filed under each), "created", "data"}; <name> is the SHA-256 of
                                                 the id in the matter "default", else of "<matter>\\0<id>"
     <root>/index/<sha256(matter)>/<sha256(document id) | "none">/<kind>.<name>
                                                 an empty marker per record, so deleting a document or a
@@ -90,12 +91,15 @@ class ResultStore:
         *,
         matter: str = DEFAULT_MATTER,
         document_id: str | None = None,
+        document_ids: list[str] | None = None,
     ) -> None:
         """Keeps `data` as record `key` of `kind` in `matter`, filed under `document_id` (default:
-        ``data["document_id"]``) so deleting the document deletes it; its creation time is stored with it."""
+        ``data["document_id"]``) and under each of `document_ids` (an answer over a collection quotes several),
+        so deleting any of them deletes it; its creation time is stored with it."""
         kind = self._check_kind(kind)
-        if document_id is None and isinstance(data.get("document_id"), str):
+        if document_id is None and isinstance(data.get("document_id"), str) and data["document_id"]:
             document_id = data["document_id"]
+        also = sorted({d for d in document_ids or [] if d and d != document_id})
         name = self._name(key, matter)
         record = {
             "record_format": _RECORD_FORMAT,
@@ -103,13 +107,15 @@ class ResultStore:
             "id": key,
             "matter": matter,
             "document_id": document_id,
+            "document_ids": also,
             "created": time.time(),
             "data": data,
         }
         try:
-            # The marker first: a crash between the two leaves a marker without a record (harmless),
+            # The markers first: a crash between the two leaves a marker without a record (harmless),
             # never a record that deleting its document would miss.
-            _touch(self._marker(kind, name, matter, document_id))
+            for filed in [document_id, *also]:
+                _touch(self._marker(kind, name, matter, filed))
             atomic_write(self.root / kind / f"{name}.json", json.dumps(record, ensure_ascii=False).encode())
         except OSError as exc:
             raise StoreError(
@@ -182,7 +188,11 @@ class ResultStore:
             path = self.root / kind / f"{name}.json"
             record = self._read(path) if _KIND.fullmatch(kind) and _NAME.fullmatch(name) else None
             # A record re-saved under another document keeps living there.
-            if record is not None and (document_id is None or record["document_id"] == document_id):
+            if record is not None and (
+                document_id is None
+                or record["document_id"] == document_id
+                or document_id in record.get("document_ids", ())
+            ):
                 path.unlink(missing_ok=True)
                 removed += 1
             (folder / marker).unlink(missing_ok=True)
@@ -217,7 +227,8 @@ class ResultStore:
                     continue
                 if record["created"] < cutoff:
                     Path(entry.path).unlink(missing_ok=True)
-                    self._marker(kind, name, record["matter"], record["document_id"]).unlink(missing_ok=True)
+                    for filed in [record["document_id"], *record.get("document_ids", ())]:
+                        self._marker(kind, name, record["matter"], filed).unlink(missing_ok=True)
                     removed += 1
         return removed
 
