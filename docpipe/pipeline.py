@@ -736,7 +736,7 @@ class DocPipe:
 
     def _ingest_files(
         self,
-        files: Sequence[Source],
+        files: Sequence[tuple[Source, str]],
         *,
         password: str | None,
         workers: int | None,
@@ -764,17 +764,8 @@ class DocPipe:
         embedded = 0
         known_passages = 0
 
-        def label_of(source: Source) -> str:
-            return (
-                source.name
-                if isinstance(source, Path)
-                else str(source)[:200]
-                if isinstance(source, str)
-                else "document.pdf"
-            )
-
-        def prepare(source: Source) -> tuple[str, str, Any]:
-            data, label = build.read_source(source, None)
+        def prepare(source: Source, label: str) -> tuple[str, str, Any]:
+            data, label = build.read_source(source, label)
             doc_id = sha256_hex(data)
             if skip(doc_id):
                 return "skip", label, doc_id
@@ -849,12 +840,12 @@ class DocPipe:
             pending.clear()
 
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="docpipe-ingest") as pool:
-            futures = {pool.submit(prepare, source): source for source in files}
+            futures = {pool.submit(prepare, source, label): label for source, label in files}
             running = set(futures)
             while running:
                 ended, running = wait(running, return_when=FIRST_COMPLETED)
                 for future in ended:
-                    label = label_of(futures[future])
+                    label = futures[future]
                     try:
                         kind, label, item = future.result()
                     except DocpipeError as exc:
@@ -1086,7 +1077,6 @@ class Collection:
         embedding batch. A file that fails is reported with the reason and the others go on; every document is
         recorded as soon as it is ingested, so an interrupted run, run again, skips what it finished."""
         started = time.perf_counter()
-        self._records.create(self.name)
         report = AddReport(self.name)
         files, missing = _expand_sources(sources)
         report.failed += missing
@@ -1136,33 +1126,35 @@ class Collection:
         return self._records.delete(self.name)
 
 
-def _expand_sources(sources: Source | Sequence[Source]) -> tuple[list[Source], list[tuple[str, str]]]:
-    """Returns (the files to ingest: folders searched recursively for PDFs, bytes kept as they are, in a
-    stable order without repeats; the paths that do not exist, with the reason)."""
+def _expand_sources(sources: Source | Sequence[Source]) -> tuple[list[tuple[Source, str]], list[tuple[str, str]]]:
+    """Returns (the files to ingest with the name each goes by: a file given by path its file name, a file
+    found in a folder (searched recursively) its path inside that folder, so two ``contract.pdf`` of two
+    sub-folders stay apart; bytes as ``document-N.pdf``; in a stable order without repeats), and the paths
+    that do not exist or hold no PDF, with the reason."""
     items: Sequence[Source] = (
         [sources] if isinstance(sources, (str, Path, bytes, bytearray, memoryview)) else list(sources)
     )
-    files: list[Source] = []
+    files: list[tuple[Source, str]] = []
     missing: list[tuple[str, str]] = []
     seen: set[str] = set()
-    for item in items:
+    for n, item in enumerate(items, 1):
         if isinstance(item, (bytes, bytearray, memoryview)):
-            files.append(item)
+            files.append((item, f"document-{n}.pdf"))
             continue
         path = Path(item).expanduser()
         if path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.suffix.lower() in DOCUMENT_SUFFIXES and p.is_file())
             if not found:
                 missing.append((str(path), f"the folder holds no {'/'.join(DOCUMENT_SUFFIXES)} file"))
-            chosen = found
+            chosen = [(p, p.relative_to(path).as_posix()) for p in found]
         elif path.exists():
-            chosen = [path]
+            chosen = [(path, path.name)]
         else:
             missing.append((str(path), "no such file or folder"))
             continue
-        for file in chosen:
+        for file, label in chosen:
             key = str(file.resolve())
             if key not in seen:
                 seen.add(key)
-                files.append(file)
+                files.append((file, label))
     return files, missing

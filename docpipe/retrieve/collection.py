@@ -87,7 +87,7 @@ RETRAIN_GROWTH = 4
 _RRF_K = 60
 # id of a passage in the pooled index: the member's slot in the high bits, the passage's index in the low.
 _SLOT_SHIFT = 24
-_FORMAT = 2  # 2: cards with the closing text, whitespace folded
+_FORMAT = 3  # 2: cards with the closing text, whitespace folded; 3: and the name as given
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[.'&-][A-Za-z0-9]+)*")
 
@@ -97,10 +97,12 @@ def card_text(name: str, text: str) -> str:
     opening `CARD_CHARS` and the closing `CARD_CLOSING_CHARS` characters of its text, whitespace folded.
 
     >>> card_text("ACME_Supply-Agreement.pdf", "SUPPLY AGREEMENT   between ACME Inc.\\nand Beta LLC")
-    'ACME Supply Agreement\\nSUPPLY AGREEMENT between ACME Inc. and Beta LLC'
+    'ACME Supply Agreement ACME_Supply-Agreement.pdf\\nSUPPLY AGREEMENT between ACME Inc. and Beta LLC'
     """
     stem = name.rsplit(".", 1)[0] if "." in name[-6:] else name
     stem = " ".join(re.sub(r"[_\-]+", " ", stem).split())
+    if stem != name:
+        stem = f"{stem} {name}"  # a question may name the file as it is ("heron_license.pdf")
     folded = " ".join(text.split())
     if len(folded) <= CARD_CHARS + CARD_CLOSING_CHARS:
         return f"{stem}\n{folded}"
