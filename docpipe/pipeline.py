@@ -792,7 +792,9 @@ class DocPipe:
                         )
                     break
                 except BusyError:
-                    continue  # a batch waits its turn instead of failing
+                    if owner is not None:
+                        raise  # a server's user is told to come back (the file fails as busy), never held
+                    continue  # a local batch waits its turn instead of failing
             self._check_access(doc, password, data)
             return (
                 "prepared",
