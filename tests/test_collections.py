@@ -341,3 +341,52 @@ def test_the_pooled_index_turns_ivf_past_the_crossover_and_still_finds_and_forge
     coll.remove("fabrikam_supply.pdf")
     index = pipe._collection_index(coll)
     assert index.pooled_type == "ivf" and index.size == sum(index.counts) and len(index.ids) == 2
+
+
+def test_eval_collection_reports_right_contract_recall_and_other_contract_share(tmp_path: Path) -> None:
+    """`docpipe eval-collection` on a data room in cuad-collection-dev format built here: three look-alike
+    contracts, each question naming its contract; the naive pooled baseline runs beside it."""
+    import csv
+    import subprocess
+    import sys
+
+    room = tmp_path / "room"
+    (room / "pdf").mkdir(parents=True)
+    records = []
+    with (room / "manifest.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["contract_id", "file", "title", "pdf_pages", "records", "pdf_sha256"])
+        for seller, buyer, notice, law in PARTIES:
+            file = f"pdf/{seller.split()[0]}.pdf"
+            (room / file).write_bytes(agreement_pdf(seller, buyer, notice, law))
+            title = f"Supply Agreement between {seller} and {buyer}"
+            writer.writerow([seller, file, title, 1, 2, ""])
+            for category, span in (
+                ("Termination For Convenience", f"terminate this Agreement for convenience upon {notice} days"),
+                ("Governing Law", f"governed by the laws of the State of {law}"),
+            ):
+                records.append(
+                    {
+                        "contract_id": seller,
+                        "file": file,
+                        "title": title,
+                        "clause_category": category,
+                        "question": f"Consider the {title}; what does it say about {category.lower()}?",
+                        "answer_spans": [{"text": span, "pdf_pages": [1]}],
+                    }
+                )
+    (room / "annotations.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    command = [sys.executable, "-m", "docpipe", "eval-collection", str(room), "--preset", "test"]
+    command += ["--home", str(tmp_path / "home"), "--budgets", "512,2048", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["questions"] == 6 and report["contracts"] == 3
+    assert report["doc_at_1"] == 1.0 and report["routed"] == 1.0
+    assert report["recall_at_budget"]["2048"] == 1.0
+    assert report["mismatch_at_budget"]["2048"] == 0.0  # named: nothing of the look-alikes
+    naive = report["naive"]
+    assert naive["questions"] == 6 and set(naive["recall_at_budget"]) == {"512", "2048"}
+    assert naive["mismatch_at_budget"]["2048"] > 0.0  # one pooled index takes text of the other contracts
+    bad = subprocess.run(command[:4] + [str(tmp_path)] + command[5:], capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "annotations.jsonl" in bad.stderr

@@ -53,6 +53,7 @@ _COMMANDS = {
     "analyze": commands._cmd_analyze,
     "eval-analysis": commands._cmd_eval_analysis,
     "eval-answers": commands._cmd_eval_answers,
+    "eval-collection": commands._cmd_eval_collection,
     "serve": commands._cmd_serve,
     "keys": admin._cmd_keys,
     "matters": admin._cmd_matters,

@@ -218,6 +218,32 @@ def _cmd_eval(dp, args) -> int:
     return 0
 
 
+def _cmd_eval_collection(dp, args) -> int:
+    from docpipe.eval.collection import evaluate_collection, format_collection_report
+
+    try:
+        budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
+    except ValueError:
+        from docpipe.errors import ConfigError
+
+        raise ConfigError(f"--budgets must be comma-separated integers, got {args.budgets!r}") from None
+    report = evaluate_collection(
+        dp,
+        args.folder,
+        collection=args.collection,
+        budgets=budgets,
+        limit=args.limit,
+        naive=not args.no_baseline,
+        workers=args.workers,
+        progress=sys.stderr.isatty() and not args.json,
+    )
+    if args.json:
+        emit(report)
+    else:
+        print(format_collection_report(report))
+    return 0
+
+
 def _cmd_analyze(dp, args) -> int:
     from docpipe.analysis.checklist import CHECKLIST
 

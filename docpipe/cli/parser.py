@@ -234,6 +234,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser(
+        "eval-collection",
+        parents=[common],
+        help="measure retrieval over a data room: the right contract first, recall and other-contract share "
+        "at context budgets, beside a naive pooled baseline",
+    )
+    p.add_argument("folder", type=Path, metavar="DIR", help="folder with annotations.jsonl, manifest.csv and pdf/")
+    p.add_argument("--collection", default="eval-collection", metavar="NAME", help="collection to build and ask")
+    p.add_argument("--budgets", default="2048,4096,8192,16384", help="comma-separated token budgets")
+    p.add_argument("--limit", type=int, help="ask only the first N questions (every contract stays in)")
+    p.add_argument("--workers", type=int, metavar="N", help="extractions at once while the collection is built")
+    p.add_argument("--no-baseline", action="store_true", help="skip the naive 500-character pooled baseline")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser(
         "eval-answers",
         parents=[common],
         help="score answers to plain-language questions against CUAD-format labels, beside a naive anchor",
