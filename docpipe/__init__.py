@@ -36,6 +36,10 @@ _EXPORTS = {
     "GenerationRequest": "docpipe.engine.base",
     "GenerationResult": "docpipe.engine.base",
     "DocPipe": "docpipe.pipeline",
+    "Collection": "docpipe.pipeline",
+    "AddReport": "docpipe.pipeline",
+    "AddProgress": "docpipe.pipeline",
+    "Member": "docpipe.ingest.collections",
     "Settings": "docpipe.settings",
     **{
         name: "docpipe.types"
@@ -46,6 +50,8 @@ _EXPORTS = {
 
 __all__ = [
     "AccessLog",
+    "AddProgress",
+    "AddReport",
     "Answer",
     "AnswerEvent",
     "AuditManifest",
@@ -54,6 +60,7 @@ __all__ = [
     "Category",
     "CategoryFinding",
     "Citation",
+    "Collection",
     "ConfigError",
     "ContractReport",
     "DependencyError",
@@ -78,6 +85,7 @@ __all__ = [
     "MalformedPDFError",
     "MatterDocument",
     "MatterStore",
+    "Member",
     "NoTextError",
     "NotAPDFError",
     "Page",
@@ -140,6 +148,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         TooMuchTextError,
         WrongPasswordError,
     )
-    from docpipe.pipeline import DocPipe
+    from docpipe.ingest.collections import Member
+    from docpipe.pipeline import AddProgress, AddReport, Collection, DocPipe
     from docpipe.settings import Settings
     from docpipe.types import Answer, Citation, Document, Hit, Page, PageStatus, Passage, Section
