@@ -596,8 +596,9 @@ class DocPipe:
                 queries[doc_id] = stripped[doc_id]
                 hits += index.rank(stripped[doc_id], vectors[doc_id])
         else:
-            if cindex.build_bm25(self._stored_passage_texts):
-                cindex.save()
+            with self._collection_lock:
+                if cindex.build_bm25(self._stored_passage_texts):
+                    cindex.save()
             by_doc: dict[str, list[tuple[int, float]]] = {}
             for doc_id, pid, score in cindex.pooled(question, query):
                 if doc_id in by_doc or len(by_doc) < POOLED_DOCUMENTS:

@@ -390,3 +390,19 @@ def test_eval_collection_reports_right_contract_recall_and_other_contract_share(
     assert naive["mismatch_at_budget"]["2048"] > 0.0  # one pooled index takes text of the other contracts
     bad = subprocess.run(command[:4] + [str(tmp_path)] + command[5:], capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "annotations.jsonl" in bad.stderr
+
+
+def test_callers_at_once_share_one_collection_index_without_errors(pipe: DocPipe, room: Path) -> None:
+    """Threads of one DocPipe and a second DocPipe on the same store (another process's view) build and save
+    the collection's index at the same time: every caller gets its answer, and the index on disk is whole."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pipe.collection("deal-x").add(room)
+    other = DocPipe(pipe.settings, embedder=CountingEmbedder())
+    question = "Which law governs the agreement?"
+    jobs = [(pipe, question), (pipe, question), (other, question), (other, question)]
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda job: job[0].ask(job[0].collection("deal-x"), job[1]), jobs))
+    assert all(a.citations and a.collection == "deal-x" for a in answers)
+    index = CollectionIndex.load(pipe._collection_index(pipe.collection("deal-x")).folder, pipe.embedder)
+    assert len(index.ids) == 3 and index.build_bm25(pipe._stored_passage_texts) is False

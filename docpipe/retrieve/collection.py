@@ -258,9 +258,18 @@ class CollectionIndex:
             (tmp / "state.json").write_bytes(json.dumps(state, indent=1).encode())
             _make_private(tmp)
             old = self.folder.with_name(f".{self.folder.name}.old-{tmp.name[-12:]}")
-            if self.folder.exists():
+            try:
                 self.folder.rename(old)
-            tmp.rename(self.folder)
+            except FileNotFoundError:
+                pass
+            try:
+                tmp.rename(self.folder)
+            except OSError:
+                if not (self.folder / "state.json").is_file():
+                    raise
+                # Another writer (a thread or process syncing the same members) published first: its index
+                # is as good as this one, and a reader may hold it already.
+                shutil.rmtree(tmp, ignore_errors=True)
             shutil.rmtree(old, ignore_errors=True)
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
