@@ -573,9 +573,10 @@ class DocPipe:
 
     def _collection_rank(
         self, coll: Collection, question: str, *, k: int, password: str | None
-    ) -> tuple[Route, list[Hit], dict[str, str], dict[str, SearchIndex]]:
+    ) -> tuple[Route, list[Hit], dict[str, tuple[str, Any]], dict[str, SearchIndex]]:
         """Returns (the route, the ranked hits of the contracts the question names or, naming none, of the
-        whole collection best first, the query searched in each named document, the indexes used)."""
+        whole collection best first, the query searched in each named document with its embedding, the
+        indexes used)."""
         core.check_question(question)
         if not coll.exists or not coll.documents:
             raise InputError(
@@ -586,14 +587,14 @@ class DocPipe:
         query = self.embedder.embed([question])[0]
         route = cindex.route(question, query)
         indexes: dict[str, SearchIndex] = {}
-        queries: dict[str, str] = {}
+        queries: dict[str, tuple[str, Any]] = {}
         hits: list[Hit] = []
         if route.named:
             stripped = {d: strip_naming(question, cindex.card_of(d), cindex.rare) for d in route.named}
             vectors = dict(zip(route.named, self.embedder.embed([stripped[d] for d in route.named])))
             for doc_id in route.named:
                 index = indexes[doc_id] = self._member_index(coll, doc_id, password)
-                queries[doc_id] = stripped[doc_id]
+                queries[doc_id] = (stripped[doc_id], vectors[doc_id])
                 hits += index.rank(stripped[doc_id], vectors[doc_id])
         else:
             with self._collection_lock:
@@ -618,21 +619,23 @@ class DocPipe:
         budget_tokens: int | None,
         password: str | None,
         expand: bool | None = None,
-    ) -> tuple[Route, list[Hit], dict[str, str], dict[str, SearchIndex]]:
-        """Returns the route, the context (see `DocPipe.context`), the queries searched and the indexes used."""
+    ) -> tuple[Route, list[Hit], dict[str, tuple[str, Any]], dict[str, SearchIndex]]:
+        """Returns the route, the context (see `DocPipe.context`), the queries searched (with their
+        embeddings) and the indexes used."""
         k, budget = context_limits(self.settings.retrieval, k, budget_tokens)
         route, ranked, queries, indexes = self._collection_rank(coll, question, k=k, password=password)
         if len(route.named) == 1:
             doc_id = route.named[0]
-            query = queries[doc_id]
+            text, vector = queries[doc_id]
             context = select_context(
                 indexes[doc_id],
-                query,
+                text,
                 retrieval=self.settings.retrieval,
                 chunking=self.settings.chunking,
                 k=k,
                 budget_tokens=budget,
                 expand=expand,
+                query=vector,
             )
             return route, context, queries, indexes
         pin = self.settings.retrieval.pin_front_matter
