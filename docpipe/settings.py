@@ -124,6 +124,29 @@ class EmbeddingSettings(_Section):
     )
     batch_size: int = Field(32, gt=0, description="Passages per embedding batch.")
     device: str = Field("cpu", description="Torch device for the embedder.")
+    backend: Literal["auto", "torch", "openvino"] = Field(
+        "auto",
+        description="What runs the model's weights for bulk work: 'torch' (sentence-transformers), 'openvino' "
+        "(the same weights, several times the passages/s on CPU; vectors in bfloat16 where the CPU has it), or "
+        "auto = openvino when its package is installed and the device is the CPU. An index built by one is not "
+        "reused by the other (index fingerprint).",
+    )
+
+    def vector_backend(self) -> str:
+        """Returns what computes the passage vectors: 'hashing', 'torch' or 'openvino' (auto resolved, without
+        importing anything: openvino when its package is installed).
+
+        >>> EmbeddingSettings(model="hashing").vector_backend(), EmbeddingSettings(backend="torch").vector_backend()
+        ('hashing', 'torch')
+        """
+        if self.model == "hashing":
+            return "hashing"
+        if self.backend == "auto":
+            import importlib.util
+
+            on_cpu = self.device == "cpu"  # another device (cuda) is torch's
+            return "openvino" if on_cpu and importlib.util.find_spec("openvino") is not None else "torch"
+        return self.backend
 
 
 class RetrievalSettings(_Section):
@@ -315,6 +338,9 @@ class Settings(BaseSettings):
             # Bump when extraction, sectioning or passage logic changes what an index holds.
             "format": INDEX_FORMAT,
         }
+        if self.embedding.vector_backend() == "openvino":
+            # Its vectors are not torch's to float32 rounding (bfloat16): never mix them in one index entry.
+            relevant["embedding_backend"] = "openvino"
         if self.retrieval.index_type != "auto":
             # A forced index type is stored with the index; "auto" stays out so existing stores stay valid.
             relevant["index_type"] = self.retrieval.index_type

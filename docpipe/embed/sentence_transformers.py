@@ -29,6 +29,8 @@ class SentenceTransformerEmbedder:
 
     #: Up to this many texts are embedded with NumPy while torch is not loaded.
     NUMPY_BATCH_LIMIT = 96
+    #: What computes the bulk vectors (a subclass may run the same weights elsewhere).
+    backend = "torch"
 
     def __init__(self, model: str = PACKAGED_MINILM, *, device: str = "cpu", batch_size: int = 32) -> None:
         from docpipe.embed import _bert_numpy as bert_numpy
@@ -80,9 +82,7 @@ class SentenceTransformerEmbedder:
         return list(encoded.offsets)
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        import numpy as np
-
-        if self._model is None and self._numpy_ok and len(texts) <= self.NUMPY_BATCH_LIMIT:
+        if not self._bulk_loaded() and self._numpy_ok and len(texts) <= self.NUMPY_BATCH_LIMIT:
             if self._numpy is None:
                 from docpipe.embed._bert_numpy import NumpyBertEncoder
 
@@ -93,6 +93,14 @@ class SentenceTransformerEmbedder:
             # core is busy (a server) one question took 430 ms instead of 12 ms (benchmarks/embed_speed.py).
             with threadpool_limits(1, user_api="blas"):
                 return self._numpy.encode(texts, batch_size=self._batch_size)
+        return self._encode_bulk(texts)
+
+    def _bulk_loaded(self) -> bool:
+        return self._model is not None
+
+    def _encode_bulk(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
         vectors = self._load_torch_model().encode(
             texts,
             batch_size=self._batch_size,
