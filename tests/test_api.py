@@ -38,6 +38,8 @@ from docpipe.settings import PRESETS, load_settings, merge_settings
 
 PUBLIC_API = [
     "AccessLog",
+    "AddProgress",
+    "AddReport",
     "Answer",
     "AnswerEvent",
     "AuditManifest",
@@ -46,6 +48,7 @@ PUBLIC_API = [
     "Category",
     "CategoryFinding",
     "Citation",
+    "Collection",
     "ConfigError",
     "ContractReport",
     "DependencyError",
@@ -70,6 +73,7 @@ PUBLIC_API = [
     "MalformedPDFError",
     "MatterDocument",
     "MatterStore",
+    "Member",
     "NoTextError",
     "NotAPDFError",
     "Page",

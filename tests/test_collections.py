@@ -331,7 +331,7 @@ def test_a_pickle_planted_in_the_collection_index_is_never_run(pipe: DocPipe, ro
 def test_the_pooled_index_turns_ivf_past_the_crossover_and_still_finds_and_forgets(
     pipe: DocPipe, room: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(collection_module, "AUTO_FLAT_BELOW", 8)
+    monkeypatch.setattr(collection_module, "POOLED_FLAT_BELOW", 8)
     coll = pipe.collection("deal-x")
     coll.add(room)
     index = pipe._collection_index(coll)

@@ -17,7 +17,7 @@ through two stages:
 
 The index lives beside the collection record (``<collection>/index-<fingerprint>/``). Adding a document
 adds its card and its vectors; removing one removes them (FAISS ``remove_ids``); neither re-embeds or
-re-extracts anything. The pooled index is exact (flat) below `AUTO_FLAT_BELOW` vectors and IVF from there,
+re-extracts anything. The pooled index is exact (flat) below `POOLED_FLAT_BELOW` vectors and IVF from there,
 trained once when it crosses that size and again only when it has grown `RETRAIN_GROWTH` times since. The
 bm25s index over passages is rebuilt from the stored texts when the member set has changed and saved, so
 a later load reads it instead of building it.
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import StoreError
 from docpipe.ingest.store import DIR_MODE, FILE_MODE, make_private_dir, sha256_hex
-from docpipe.retrieve.dense import AUTO_FLAT_BELOW, IVF_NPROBE, ivf_lists, tokenize
+from docpipe.retrieve.dense import ivf_lists, tokenize
 from docpipe.retrieve.fusion import SearchIndex
 from docpipe.types import Hit
 
@@ -84,6 +84,14 @@ MAX_NAMED = 4
 #: Passages taken from each of the pooled dense and BM25 rankings before fusion.
 POOL_DEPTH = 200
 RETRAIN_GROWTH = 4
+#: The pooled index is searched 200 deep (`POOL_DEPTH`) and fused with BM25, so it must find real neighbours,
+#: not most of them. Measured by benchmarks/collection_scale.py on the data room's own vectors (README,
+#: "Collections"): IVF probing 16 lists (the per-document index's setting) found 0.87-0.90 of the exact top 10
+#: at 1,000-20,000 contracts and 0.87 on the 231 contracts themselves, where exact search takes under 1 ms;
+#: probing 64 found 0.95-0.97 in 0.6-4.8 ms. So the pooled index stays exact up to `POOLED_FLAT_BELOW`
+#: vectors (about 650 contracts) and probes `POOLED_NPROBE` lists past it.
+POOLED_FLAT_BELOW = 50_000
+POOLED_NPROBE = 64
 _RRF_K = 60
 # id of a passage in the pooled index: the member's slot in the high bits, the passage's index in the low.
 _SLOT_SHIFT = 24
@@ -359,7 +367,7 @@ class CollectionIndex:
         pooled.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
         total = int(pooled.ntotal)
         flat = not isinstance(pooled, faiss.IndexIVF)
-        if (flat and total >= AUTO_FLAT_BELOW) or (not flat and total >= RETRAIN_GROWTH * max(self._trained_at, 1)):
+        if (flat and total >= POOLED_FLAT_BELOW) or (not flat and total >= RETRAIN_GROWTH * max(self._trained_at, 1)):
             self._pooled = _retrain(pooled, self.embedder.dim)
             self._trained_at = total
 
@@ -530,7 +538,7 @@ def _retrain(pooled: Any, dim: int) -> Any:
     sample = min(total, 50 * lists)
     rows = np.sort(np.random.default_rng(0).choice(total, size=sample, replace=False))
     index.train(vectors[rows])
-    index.nprobe = min(IVF_NPROBE, lists)
+    index.nprobe = min(POOLED_NPROBE, lists)
     index.add_with_ids(vectors, ids)
     return index
 
