@@ -104,11 +104,11 @@ def compare(files: list[Path]) -> dict:
     return out
 
 
-def whole(files: list[Path], questions: int) -> dict:
+def whole(files: list[Path], questions: int, home: Path | None) -> dict:
     from docpipe import DocPipe
     from docpipe.pipeline import AddProgress
 
-    home = Path(tempfile.mkdtemp(prefix="docpipe-coll-whole-"))
+    home = home or Path(tempfile.mkdtemp(prefix="docpipe-coll-whole-"))
     embedder, load_s = _embedder("auto")
     dp = DocPipe(_settings(home, "auto"), embedder=embedder)
     passages = 0
@@ -170,6 +170,7 @@ def main() -> None:
     parser.add_argument("--compare", type=int, default=20, help="contracts for the side-by-side runs (0: skip)")
     parser.add_argument("--contracts", type=int, default=231, help="contracts for the whole-collection run (0: skip)")
     parser.add_argument("--questions", type=int, default=300, help="data-room questions timed")
+    parser.add_argument("--home", type=Path, help="store for the whole-collection run (default: a new temporary one)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "collection_ingest.json")
     args = parser.parse_args()
     if not ROOM.is_dir():
@@ -192,7 +193,7 @@ def main() -> None:
     if args.compare:
         results["side_by_side"] = compare(_files(args.compare))
     if args.contracts:
-        results["whole_collection"] = whole(_files(args.contracts), args.questions)
+        results["whole_collection"] = whole(_files(args.contracts), args.questions, args.home)
     results["runtime_s"] = round(time.perf_counter() - started, 1)
     results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -131,14 +131,14 @@ def _tree(folder: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def contracts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Returns a data-room folder: the three contracts (one in a subfolder), a broken PDF, a text file."""
+    """Returns a data-room folder: the three contracts, and in a subfolder a broken PDF and a text file (a
+    file found in a subfolder goes by its path inside the folder)."""
     folder = tmp_path_factory.mktemp("dataroom") / "dataroom"
     (folder / "licences").mkdir(parents=True)
     for name, (title, clauses) in CONTRACTS.items():
-        where = folder / "licences" if name.startswith("heron") else folder
-        (where / name).write_bytes(_contract_pdf(title, clauses))
-    (folder / "broken.pdf").write_text("minutes of the kick-off meeting, saved with the wrong name\n")
-    (folder / "readme.txt").write_text("not a contract: folders contribute their .pdf files only\n")
+        (folder / name).write_bytes(_contract_pdf(title, clauses))
+    (folder / "licences" / "broken.pdf").write_text("minutes of the kick-off meeting, saved with the wrong name\n")
+    (folder / "licences" / "readme.txt").write_text("not a contract: folders contribute their .pdf files only\n")
     return folder
 
 
@@ -189,7 +189,7 @@ def test_ingest_folder_adds_the_contracts_and_reports_the_broken_file(
     assert report["present"] == []
     assert report["extracted_pages"] == 6
     [failed] = report["failed"]
-    assert failed["file"] == "broken.pdf" and "not a PDF" in failed["reason"]
+    assert failed["file"] == "licences/broken.pdf" and "not a PDF" in failed["reason"]
     assert "readme" not in first_ingest.stdout  # a folder contributes its PDFs only
     for doc_id in _ids(contracts).values():
         assert (home / "docs" / doc_id / "source.pdf").is_file()
@@ -202,13 +202,13 @@ def test_rerun_skips_every_contract_and_extracts_nothing(deal: Path, contracts: 
     assert report["added"] == []
     assert sorted(m["name"] for m in report["present"]) == sorted(NAMES)
     assert report["extracted_pages"] == 0
-    assert [f["file"] for f in report["failed"]] == ["broken.pdf"]
+    assert [f["file"] for f in report["failed"]] == ["licences/broken.pdf"]
 
     human = _run(deal, "ingest", "--collection", "deal", contracts)
     assert human.returncode == 1
     lines = human.stdout.splitlines()
     assert lines[0].startswith("collection deal: 0 added, 3 already in it, 1 failed (0 pages extracted")
-    assert lines[1].startswith("  failed: broken.pdf: ") and "not a PDF" in lines[1]
+    assert lines[1].startswith("  failed: licences/broken.pdf: ") and "not a PDF" in lines[1]
     assert len(lines) == 2, human.stdout
 
 
@@ -422,7 +422,9 @@ def test_rm_by_a_name_two_members_share_is_refused(tmp_path: Path, contracts: Pa
     for folder, name in (("a", "falcon_supply.pdf"), ("b", "osprey_services.pdf")):
         (tmp_path / "dup" / folder).mkdir(parents=True)
         (tmp_path / "dup" / folder / "contract.pdf").write_bytes((contracts / name).read_bytes())
-    assert _run(home, "ingest", "--collection", "dup", tmp_path / "dup").returncode == 0
+    # Given as files (a folder would name them a/contract.pdf and b/contract.pdf), both go by contract.pdf.
+    files = [tmp_path / "dup" / "a" / "contract.pdf", tmp_path / "dup" / "b" / "contract.pdf"]
+    assert _run(home, "ingest", "--collection", "dup", *files).returncode == 0
     _assert_one_line_error(
         _run(home, "rm", "--collection", "dup", "contract.pdf"),
         "2 documents of collection dup are named",
