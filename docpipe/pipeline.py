@@ -1067,6 +1067,10 @@ class Collection:
             )
         return found
 
+    def create(self) -> bool:
+        """Creates the collection, empty; returns False when it existed already (it is left as it is)."""
+        return self._records.create(self.name)
+
     def add(
         self,
         sources: Source | Sequence[Source],
@@ -1083,7 +1087,7 @@ class Collection:
         embedding batch. A file that fails is reported with the reason and the others go on; every document is
         recorded as soon as it is ingested, so an interrupted run, run again, skips what it finished."""
         started = time.perf_counter()
-        report = AddReport(self.name)
+        report = AddReport(self.name)  # the collection is created with its first member (see `create`)
         files, missing = _expand_sources(sources)
         report.failed += missing
         known = {m.id for m in self.documents}

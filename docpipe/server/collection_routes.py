@@ -151,7 +151,7 @@ def install_collection_routes(app: FastAPI, kit: RouteKit) -> None:
                 response.status_code = 200
             else:
                 kit.matters.ensure(who.matter, user=who.user)
-                coll.add([])  # an empty add creates it
+                coll.create()
         return {"matter": who.matter, "name": coll.name, "documents": len(coll)}
 
     @api.get("/collections/{name}", response_model=CollectionDocuments, summary="A collection's documents")
