@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import StoreError
 from docpipe.ingest.store import DIR_MODE, FILE_MODE, make_private_dir, sha256_hex
-from docpipe.retrieve.dense import ivf_lists, tokenize
+from docpipe.retrieve.dense import bm25_terms, ivf_lists, tokenize
 from docpipe.retrieve.fusion import SearchIndex
 from docpipe.types import Hit
 
@@ -100,7 +100,9 @@ POOLED_NPROBE = 64
 _RRF_K = 60
 # id of a passage in the pooled index: the member's slot in the high bits, the passage's index in the low.
 _SLOT_SHIFT = 24
-_FORMAT = 3  # 2: cards with the closing text, whitespace folded; 3: and the name as given
+_FORMAT = (
+    4  # 2: cards with the closing text, whitespace folded; 3: and the name as given; 4: stem marks in the passage BM25
+)
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[.'&-][A-Za-z0-9]+)*")
 
@@ -480,7 +482,7 @@ class CollectionIndex:
                 if pid >= 0:
                     fused[pid] = 1.0 / (_RRF_K + rank + 1)
         lexical = self._passage_bm25()
-        terms = tokenize(question)
+        terms = bm25_terms(question)
         if lexical is not None and terms and self._bm25_ids is not None:
             scores = lexical.get_scores(terms)
             take = min(depth, len(scores))
@@ -522,7 +524,7 @@ class CollectionIndex:
             if passages is None:
                 continue
             for n, text in enumerate(passages):
-                corpus.append(tokenize(text) or ["\x00"])
+                corpus.append(bm25_terms(text) or ["\x00"])
                 ids.append((slot << _SLOT_SHIFT) + n)
         bm25 = bm25s.BM25()
         bm25.index(corpus, show_progress=False)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import faiss
     import numpy as np
 
-__all__ = ["AUTO_FLAT_BELOW", "BM25", "DenseIndex", "IndexType", "choose_index_type", "tokenize"]
+__all__ = ["AUTO_FLAT_BELOW", "BM25", "DenseIndex", "IndexType", "bm25_terms", "choose_index_type", "tokenize"]
 
 logger = logging.getLogger(__name__)
 
@@ -26,8 +26,30 @@ _STOPWORDS = frozenset(
 
 
 def tokenize(text: str) -> list[str]:
-    """Returns BM25 terms: lower-cased words and numbers ("12.3" stays whole), stopwords dropped."""
+    """Returns lower-cased words and numbers ("12.3" stays whole), stopwords dropped."""
     return [t for t in _TOKEN.findall(text.lower()) if t not in _STOPWORDS]
+
+
+#: Words longer than this also count by their first `STEM_CHARS` letters in BM25 ("exclusivity" meets
+#: "exclusive", "terminate" meets "termination"), beside the word itself, so exact matches still weigh more.
+#: Measured (README, "Collections"): recall within 4k tokens 0.840 -> 0.862 on the data-room questions
+#: that name their contract (773 sampled), and on cuad-dev's questions 0.853/0.929/0.955/0.985 ->
+#: 0.861/0.921/0.951/0.981 at 2k/4k/8k/16k (one or two of 266 pairs either way).
+STEM_CHARS = 6
+
+
+def bm25_terms(text: str) -> list[str]:
+    """Returns BM25 terms: `tokenize`'s words, and for each longer than `STEM_CHARS` letters its stem mark.
+
+    >>> bm25_terms("Exclusivity of the exclusive licence, clause 12.3")
+    ['exclusivity', 'exclus~', 'exclusive', 'exclus~', 'licence', 'licenc~', 'clause', '12.3']
+    """
+    terms: list[str] = []
+    for word in tokenize(text):
+        terms.append(word)
+        if len(word) > STEM_CHARS and not word[0].isdigit():
+            terms.append(word[:STEM_CHARS] + "~")
+    return terms
 
 
 class BM25:
@@ -38,7 +60,7 @@ class BM25:
     """
 
     def __init__(self, texts: list[str], *, k1: float = 1.2, b: float = 0.75) -> None:
-        self._docs = [Counter(tokenize(t)) for t in texts]
+        self._docs = [Counter(bm25_terms(t)) for t in texts]
         self._lengths = [sum(d.values()) for d in self._docs]
         self._avg = (sum(self._lengths) / len(self._lengths)) if self._lengths else 0.0
         df: Counter[str] = Counter()
@@ -54,7 +76,7 @@ class BM25:
 
     def scores(self, query: str) -> list[float]:
         out = [0.0] * len(self._docs)
-        for term in set(tokenize(query)):
+        for term in set(bm25_terms(query)):
             idf = self._idf.get(term)
             if idf is None:
                 continue
