@@ -540,7 +540,7 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
     (args.data / "real.json").write_text(json.dumps(meta))
     return {
         "collection": args.collection,
-        "docpipe_home": os.environ.get("DOCPIPE_HOME", ""),
+        "docpipe_home": "DOCPIPE_HOME" if os.environ.get("DOCPIPE_HOME") else "the default store",
         "members": len(counts),
         "pages": pages,
         "passage_vectors": int(len(all_vectors)),
