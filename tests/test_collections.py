@@ -426,3 +426,32 @@ print(sorted(m for m in ("numba", "llvmlite", "llvmlite.binding.ffi") if m in sy
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_removing_members_keeps_the_pooled_bm25_index_and_adding_one_builds_it_again(pipe: DocPipe, room: Path) -> None:
+    coll = pipe.collection("deal-x")
+    coll.add([room / "northwind_supply.pdf", room / "fabrikam_supply.pdf", room / "sub" / "wingtip_supply.pdf"])
+    pipe.search(coll, "Which law governs the agreement?")  # builds the pooled BM25 index
+    gone = next(m for m in coll.documents if m.name == "wingtip_supply.pdf")
+    coll.remove(gone.id)
+    index = pipe._collection_index(coll)
+    # a third of the rows are of the removed member: over the share kept, so it is built again ...
+    assert index.build_bm25(pipe._stored_passage_texts)
+    coll.add(room / "sub" / "wingtip_supply.pdf")  # back, under a new slot
+    index = pipe._collection_index(coll)
+    assert index.build_bm25(pipe._stored_passage_texts)  # a member added: built again
+    # ... while a removal within the share passes the removed rows over without building anything
+    other = DocPipe(pipe.settings, embedder=CountingEmbedder())
+    big = other.collection("big")
+    big.add(room)
+    (room / "more").mkdir()
+    for n in range(6):
+        (room / "more" / f"c{n}.pdf").write_bytes(agreement_pdf(f"Seller{n} Corp", f"Buyer{n} Ltd", "ten (10)", "Ohio"))
+    big.add(room / "more")
+    other.search(big, "Which law governs the agreement?")
+    left = next(m for m in big.documents if m.name == "c0.pdf")
+    big.remove(left.id)
+    index = other._collection_index(big)
+    assert not index.build_bm25(other._stored_passage_texts)
+    hits = other.search(big, "Which law governs the agreement?", k=50)
+    assert hits and left.id not in {h.document_id for h in hits}

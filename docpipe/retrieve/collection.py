@@ -22,13 +22,13 @@ The index lives beside the collection record (``<collection>/index-<fingerprint>
 adds its card and its vectors; removing one removes them (FAISS ``remove_ids``); neither re-embeds or
 re-extracts anything. The pooled index is exact (flat) below `POOLED_FLAT_BELOW` vectors and IVF from there,
 trained once when it crosses that size and again only when it has grown `RETRAIN_GROWTH` times since. The
-bm25s index over passages is rebuilt from the stored texts when the member set has changed and saved, so
-a later load reads it instead of building it.
+bm25s index over passages is saved, so a later load reads it instead of building it; removing members
+leaves their rows in it, passed over, and it is built again from the stored texts when a member has been
+added (bm25s cannot add to an index) or `BM25_MAX_REMOVED` of its rows are of former members.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -89,6 +89,11 @@ MAX_NAMED = 4
 #: Passages taken from each of the pooled dense and BM25 rankings before fusion.
 POOL_DEPTH = 200
 RETRAIN_GROWTH = 4
+#: Removing members leaves their rows in the pooled BM25 index (passed over when ranking) until this share
+#: of its rows is of former members; then the next question that needs it builds it again. Adding a member
+#: builds it again at that question (bm25s has no incremental add): measured 2.7 s at 1,000 contracts and
+#: 42 s at 10,000 (collection_scale.py).
+BM25_MAX_REMOVED = 0.2
 #: The pooled index is searched 200 deep (`POOL_DEPTH`) and fused with BM25, so it must find real neighbours,
 #: not most of them. Measured by benchmarks/collection_scale.py on the data room's own vectors (README,
 #: "Collections"): IVF probing 16 lists (the per-document index's setting) found 0.87-0.90 of the exact top 10
@@ -502,12 +507,20 @@ class CollectionIndex:
         out.sort(key=lambda item: -item[2])
         return out
 
-    def state(self) -> str:
-        """Returns a digest of the member set (ids and slots): the passage BM25 index is valid for it."""
-        return hashlib.sha256(json.dumps(sorted(zip(self.ids, self.slots))).encode()).hexdigest()[:16]
-
     def _passage_bm25(self) -> Any:
-        return self._bm25 if self._bm25 is not None and self._bm25_state == self.state() else None
+        """Returns the pooled BM25 index while it serves the members: it holds every member (a slot is never
+        reused, so a member's slot names it) and at most `BM25_MAX_REMOVED` of its rows are of former members
+        (their passages are passed over when ranking). None when it must be built again."""
+        import numpy as np
+
+        if self._bm25 is None or self._bm25_ids is None:
+            return None
+        slots = self._bm25_ids >> _SLOT_SHIFT
+        current = np.asarray(self.slots, dtype=np.int64)
+        if not np.isin(current, slots).all():
+            return None  # a member added since: bm25s cannot add to an index
+        removed = float(np.mean(~np.isin(slots, current))) if len(slots) else 0.0
+        return self._bm25 if removed <= BM25_MAX_REMOVED else None
 
     def build_bm25(self, texts: Callable[[str], list[str] | None]) -> bool:
         """Builds the pooled BM25 index from every member's passage texts (`texts`) when the member set has
@@ -530,7 +543,7 @@ class CollectionIndex:
         bm25.index(corpus, show_progress=False)
         self._bm25 = bm25
         self._bm25_ids = np.asarray(ids, dtype=np.int64)
-        self._bm25_state = self.state()
+        self._bm25_state = "slots"
         return True
 
 
