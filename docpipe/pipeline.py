@@ -43,8 +43,6 @@ __all__ = ["AddProgress", "AddReport", "Collection", "DocPipe", "Member", "Sourc
 logger = logging.getLogger(__name__)
 
 DocLike = Document | str | Path | bytes
-# What the question methods take: a document, or a collection of them.
-Target = "DocLike | Collection"
 Progress = Callable[[str], None]
 
 _KEEP_LOADED = 16

@@ -455,3 +455,27 @@ def test_removing_members_keeps_the_pooled_bm25_index_and_adding_one_builds_it_a
     assert not index.build_bm25(other._stored_passage_texts)
     hits = other.search(big, "Which law governs the agreement?", k=50)
     assert hits and left.id not in {h.document_id for h in hits}
+
+
+def test_a_context_over_several_contracts_pins_each_front_matter_once_and_counts_only_matches() -> None:
+    from docpipe.retrieve.collection import collection_context
+    from docpipe.types import Hit
+
+    def hit(doc: str, sid: str, score: float, tokens: int = 100, role: str = "match") -> Hit:
+        return Hit(
+            sid, sid, (sid,), 1, 1, f"{doc} {sid}", score, tokens, 0, role=role, document_id=doc, document_name=doc
+        )
+
+    fronts = {"a": hit("a", "s001", 0.0, role="front_matter"), "b": hit("b", "s001", 0.0, 2000, "front_matter")}
+    by_doc = {
+        "a": [hit("a", "s005", 0.9), hit("a", "s001", 0.5), hit("a", "s003", 0.4)],
+        "b": [hit("b", "s002", 0.8)],
+    }
+    order = {"a": {"s001": 0, "s003": 1, "s005": 2}, "b": {"s001": 0, "s002": 1}}
+    context = collection_context(by_doc, fronts, budget_tokens=4000, k=3, order=order)
+    keys = [(h.document_id, h.section_id) for h in context]
+    # a first (its best hit ranks first), its front matter pinned once though it also ranked; b's front matter
+    # is over a quarter of the budget: not pinned; three matches, the pinned section not counted among them
+    assert keys == [("a", "s001"), ("a", "s003"), ("a", "s005"), ("b", "s002")]
+    assert context[0].role == "front_matter"
+    assert sum(1 for h in context if h.role == "match") == 3

@@ -602,28 +602,29 @@ def collection_context(
     inside each."""
     ranked = sorted((h for hits in hits_by_doc.values() for h in hits), key=lambda h: -h.score)
     chosen: list[Hit] = []
+    taken: set[tuple[str, str]] = set()
+    matches = 0
     used = 0
     docs: list[str] = []
     for hit in ranked:
-        if len(chosen) >= k:
+        if matches >= k:
             break
-        extra = 0
+        if (hit.document_id, hit.section_id) in taken:
+            continue  # the document's front matter, pinned already
         front = fronts.get(hit.document_id) if hit.document_id not in docs else None
-        if front is not None and front.section_id == hit.section_id:
+        if front is not None and (front.section_id == hit.section_id or front.n_tokens * 4 > budget_tokens):
             front = None
-        if (
-            front is not None
-            and (front.n_tokens + hit.n_tokens) * 4 <= budget_tokens * 4
-            and front.n_tokens * 4 <= budget_tokens
-        ):
-            extra = front.n_tokens
+        extra = front.n_tokens if front is not None else 0
         if used + hit.n_tokens + extra > budget_tokens:
             continue
         if hit.document_id not in docs:
             docs.append(hit.document_id)
-            if extra:
-                chosen.append(front)  # type: ignore[arg-type]
+            if front is not None:
+                chosen.append(front)
+                taken.add((front.document_id, front.section_id))
         chosen.append(hit)
+        taken.add((hit.document_id, hit.section_id))
+        matches += 1
         used += hit.n_tokens + extra
     rank = {d: n for n, d in enumerate(docs)}
     return sorted(
