@@ -479,3 +479,60 @@ def test_a_context_over_several_contracts_pins_each_front_matter_once_and_counts
     assert keys == [("a", "s001"), ("a", "s003"), ("a", "s005"), ("b", "s002")]
     assert context[0].role == "front_matter"
     assert sum(1 for h in context if h.role == "match") == 3
+
+
+def test_a_model_answer_over_several_contracts_is_verified_in_the_contract_each_quote_names(
+    tmp_path: Path, room: Path
+) -> None:
+    """The real echo engine answers over three look-alike contracts (prompt sections labelled d1.s003 ...);
+    a quote attributed to the wrong contract is flagged, never verified in the one it names."""
+    from docpipe import EchoEngine
+    from docpipe.answer.collection import collection_generative, collection_request, group_by_document
+    from docpipe.engine.base import GenerationResult
+
+    dp = DocPipe(Settings.preset("test", home=tmp_path / "home"), engine=EchoEngine())
+    coll = dp.collection("deal-x")
+    coll.add(room)
+    question = "Which law governs the agreement?"
+    answer = dp.ask(coll, question)
+    assert answer.mode == "generative" and answer.collection == "deal-x" and len(answer.document_ids) == 3
+    assert answer.citations and all(c.verified and c.document_id in answer.document_ids for c in answer.citations)
+    assert answer.manifest().to_dict()["documents_sha256"] == answer.document_ids
+
+    context = dp.context(coll, question)
+    groups = group_by_document(context)
+    assert len(groups) >= 2
+    (first_id, _, _), (second_id, second_name, second_hits) = groups[0], groups[1]
+    law_of = {d: h.text for d, _, hits in groups for h in hits if "governed by the laws" in h.text}
+    first_clause = next(line for line in law_of[first_id].splitlines() if "governed by" in line)
+    section = next(h.section_id for h in second_hits)
+    forged = GenerationResult(text=f'"{first_clause}" [d2.{section}]')
+    documents = {d: coll.document(d) for d, _, _ in groups}
+    request = collection_request(question, context, settings=dp.settings, mode="no_think")
+    checked = collection_generative(
+        question,
+        forged,
+        context,
+        documents,
+        engine=dp.engine,
+        request=request,
+        settings=dp.settings,
+        collection="deal-x",
+        fingerprint=dp.fingerprint,
+    )
+    [citation] = checked.citations
+    assert not citation.verified and citation.document_id == second_id and citation.document_name == second_name
+    assert "unverified" in (checked.notice or "")
+    honest = GenerationResult(text=f'"{first_clause}" [d1.{groups[0][2][0].section_id}]')
+    kept = collection_generative(
+        question,
+        honest,
+        context,
+        documents,
+        engine=dp.engine,
+        request=request,
+        settings=dp.settings,
+        collection="deal-x",
+        fingerprint=dp.fingerprint,
+    )
+    assert kept.citations[0].verified and kept.citations[0].document_id == first_id
