@@ -17,8 +17,8 @@ Each component runs in a fresh child process per size, so that its memory is its
 child's start, peak RSS from VmHWM), and the parent holds only the real data:
 
 - **pooled dense index**, built as `CollectionIndex` builds it when contracts are added one by one: exact
-  `IndexIDMap2(IndexFlatIP)` until it reaches `AUTO_FLAT_BELOW` vectors, then `docpipe.retrieve.collection.
-  _retrain` (IVF, 4 sqrt(N) lists, k-means on 50 points a list, nprobe `IVF_NPROBE`) whenever it has grown
+  `IndexIDMap2(IndexFlatIP)` until it reaches `POOLED_FLAT_BELOW` vectors, then `docpipe.retrieve.collection.
+  _retrain` (IVF, 4 sqrt(N) lists, k-means on 50 points a list, nprobe `POOLED_NPROBE`) whenever it has grown
   `RETRAIN_GROWTH` times since the last training. The vectors are added a block of documents at a time rather
   than one document per call, splitting a block at the document whose addition triggers a retraining, which
   gives the very same index. Then: build time, the serialized size (`faiss.write_index`), RSS growth, the peak
@@ -65,7 +65,11 @@ if str(ROOT) not in sys.path:  # run from a fresh clone without `pip install -e 
     sys.path.insert(0, str(ROOT))
 
 from docpipe.retrieve import collection as collection_index
-from docpipe.retrieve.dense import AUTO_FLAT_BELOW, IVF_NPROBE, ivf_lists, tokenize
+from docpipe.retrieve.dense import ivf_lists, tokenize
+
+# The pooled index's own policy (docpipe.retrieve.collection), not the per-document index's.
+AUTO_FLAT_BELOW = collection_index.POOLED_FLAT_BELOW
+IVF_NPROBE = collection_index.POOLED_NPROBE
 
 DIM = 384
 K = 10
