@@ -91,8 +91,8 @@ POOL_DEPTH = 200
 RETRAIN_GROWTH = 4
 #: Removing members leaves their rows in the pooled BM25 index (passed over when ranking) until this share
 #: of its rows is of former members; then the next question that needs it builds it again. Adding a member
-#: builds it again at that question (bm25s has no incremental add): measured 2.7 s at 1,000 contracts and
-#: 42 s at 10,000 (collection_scale.py).
+#: builds it again at that question (bm25s has no incremental add): measured 2.2 s at 1,000 contracts and
+#: 29 s at 10,000 (collection_scale.py).
 BM25_MAX_REMOVED = 0.2
 #: The pooled index is searched 200 deep (`POOL_DEPTH`) and fused with BM25, so it must find real neighbours,
 #: not most of them. Measured by benchmarks/collection_scale.py on the data room's own vectors (README,
