@@ -523,8 +523,9 @@ class CollectionIndex:
         return self._bm25 if removed <= BM25_MAX_REMOVED else None
 
     def build_bm25(self, texts: Callable[[str], list[str] | None]) -> bool:
-        """Builds the pooled BM25 index from every member's passage texts (`texts`) when the member set has
-        changed since it was built; returns True when it was built (the caller saves)."""
+        """Builds the pooled BM25 index from every member's passage texts (`texts`) when it no longer serves the
+        members (one was added since, or too many removed: `_passage_bm25`); returns True when it was built
+        (the caller saves)."""
         import numpy as np
 
         bm25s = load_bm25s()
