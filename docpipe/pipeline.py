@@ -701,6 +701,11 @@ class DocPipe:
                 self._collection_context(coll, questions[n], k=depth, budget_tokens=budget, password=password)
                 for n in several
             ]
+            if any(not indexes for _, _, _, indexes in planned):
+                raise InputError(
+                    f"no document of collection {coll.name} could be searched: they are no longer in the store at "
+                    f"{self.store.root}; add the files again (docpipe ingest --collection {coll.name} ...)"
+                )
             if engine is None:
                 vectors = self.embedder.embed([questions[n] for n in several])
                 for n, (_, context, _, indexes), vector in zip(several, planned, vectors):

@@ -536,3 +536,17 @@ def test_a_model_answer_over_several_contracts_is_verified_in_the_contract_each_
         fingerprint=dp.fingerprint,
     )
     assert kept.citations[0].verified and kept.citations[0].document_id == first_id
+
+
+def test_a_collection_whose_documents_left_the_store_says_so(pipe: DocPipe, room: Path) -> None:
+    import shutil
+
+    coll = pipe.collection("deal-x")
+    coll.add(room)
+    for member in coll.documents:  # the store lost them behind docpipe's back (a restore, a wiped disk)
+        shutil.rmtree(pipe.store.doc_dir(member.id))
+    fresh = DocPipe(pipe.settings, embedder=CountingEmbedder())
+    for question in ("Which law governs the agreement?", "In the agreement of Northwind Traders and Contoso?"):
+        with pytest.raises(InputError, match="no longer in the store|could be searched") as raised:
+            fresh.ask(fresh.collection("deal-x"), question)
+        assert "add the file" in str(raised.value)

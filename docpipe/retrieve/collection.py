@@ -540,6 +540,8 @@ class CollectionIndex:
             for n, text in enumerate(passages):
                 corpus.append(bm25_terms(text) or ["\x00"])
                 ids.append((slot << _SLOT_SHIFT) + n)
+        if not corpus:
+            return False  # no member's text is stored: nothing to index (the dense side says which is gone)
         bm25 = bm25s.BM25()
         bm25.index(corpus, show_progress=False)
         self._bm25 = bm25
