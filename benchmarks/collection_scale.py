@@ -65,6 +65,7 @@ if str(ROOT) not in sys.path:  # run from a fresh clone without `pip install -e 
     sys.path.insert(0, str(ROOT))
 
 from docpipe.retrieve import collection as collection_index
+from docpipe.retrieve.cards import card_text
 from docpipe.retrieve.dense import ivf_lists, tokenize
 
 # The pooled index's own policy (docpipe.retrieve.collection), not the per-document index's.
@@ -366,7 +367,7 @@ def child_routing(real: Real, docs: int, args: argparse.Namespace) -> dict[str, 
         name = real.names[member] if d < real.members else f"{real.names[member]} copy {d}"
         cindex.ids.append(f"{d:064x}")
         cindex.names.append(name)
-        cindex.cards.append(collection_index.card_text(name, real.texts[member]))
+        cindex.cards.append(card_text(name, real.texts[member]))
         cindex.slots.append(d)
         cindex.counts.append(int(real.counts[member]))
     cards_s = time.perf_counter() - started

@@ -36,9 +36,9 @@ _EXPORTS = {
     "GenerationRequest": "docpipe.engine.base",
     "GenerationResult": "docpipe.engine.base",
     "DocPipe": "docpipe.pipeline",
-    "Collection": "docpipe.pipeline",
-    "AddReport": "docpipe.pipeline",
-    "AddProgress": "docpipe.pipeline",
+    "Collection": "docpipe.dataroom.handle",
+    "AddReport": "docpipe.dataroom.handle",
+    "AddProgress": "docpipe.dataroom.handle",
     "Member": "docpipe.ingest.collections",
     "Settings": "docpipe.settings",
     **{
@@ -124,6 +124,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     from docpipe.analysis.report import CategoryFinding, ContractReport
     from docpipe.answer.streaming import AnswerEvent
     from docpipe.audit import AuditManifest
+    from docpipe.dataroom.handle import AddProgress, AddReport, Collection
     from docpipe.embed.hashing import HashingEmbedder
     from docpipe.engine.base import Engine, GenerationRequest, GenerationResult
     from docpipe.engine.fake import EchoEngine
@@ -149,6 +150,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         WrongPasswordError,
     )
     from docpipe.ingest.collections import Member
-    from docpipe.pipeline import AddProgress, AddReport, Collection, DocPipe
+    from docpipe.pipeline import DocPipe
     from docpipe.settings import Settings
     from docpipe.types import Answer, Citation, Document, Hit, Page, PageStatus, Passage, Section

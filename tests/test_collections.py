@@ -19,7 +19,8 @@ from docpipe.embed.hashing import HashingEmbedder
 from docpipe.errors import ConfigError, InputError
 from docpipe.ingest.collections import CollectionStore, Member
 from docpipe.retrieve import collection as collection_module
-from docpipe.retrieve.collection import CollectionIndex, strip_naming
+from docpipe.retrieve.cards import strip_naming
+from docpipe.retrieve.collection import CollectionIndex
 
 # Three supply agreements alike in every clause but their parties and their numbers: a question that names one
 # must be answered from it, not from a look-alike clause of another.
@@ -458,7 +459,7 @@ def test_removing_members_keeps_the_pooled_bm25_index_and_adding_one_builds_it_a
 
 
 def test_a_context_over_several_contracts_pins_each_front_matter_once_and_counts_only_matches() -> None:
-    from docpipe.retrieve.collection import collection_context
+    from docpipe.retrieve.crossdoc import collection_context
     from docpipe.types import Hit
 
     def hit(doc: str, sid: str, score: float, tokens: int = 100, role: str = "match") -> Hit:

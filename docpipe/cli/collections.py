@@ -16,7 +16,8 @@ from docpipe.cli.commands import EXIT_ERROR, emit
 from docpipe.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
-    from docpipe.pipeline import AddProgress, Collection, DocPipe
+    from docpipe.dataroom.handle import AddProgress, Collection
+    from docpipe.pipeline import DocPipe
 
 __all__ = [
     "drop_gone",

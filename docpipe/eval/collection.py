@@ -29,7 +29,8 @@ from docpipe.errors import InputError
 from docpipe.eval.retrieval import MIN_SPAN_CHARS, normalise_span
 
 if TYPE_CHECKING:
-    from docpipe.pipeline import AddProgress, DocPipe
+    from docpipe.dataroom.handle import AddProgress
+    from docpipe.pipeline import DocPipe
 
 __all__ = ["NAIVE_CHUNK_CHARS", "evaluate_collection", "format_collection_report"]
 

