@@ -9,20 +9,19 @@ An answer about one named contract does not come here: it is the one-document an
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from docpipe.answer.core import grounded_request
 from docpipe.answer.extractive import extractive_answer
 from docpipe.answer.prompts import (
     COLLECTION_PROMPT_VERSION,
     SYSTEM_PROMPT_COLLECTION,
     build_collection_prompt,
     extract_quotes,
-    wants_thinking,
 )
 from docpipe.answer.verify import locate_quote, verify_quote
 from docpipe.audit import model_revision
-from docpipe.engine.base import DIRECT_SAMPLING, THINKING_SAMPLING, GenerationRequest
+from docpipe.engine.base import GenerationRequest
 from docpipe.types import Answer, Citation, Document, Hit
 
 if TYPE_CHECKING:
@@ -47,17 +46,9 @@ def collection_request(
 ) -> GenerationRequest:
     """Returns the engine request for `question` over sections of several contracts (see the module docstring);
     thinking and sampling as for one contract."""
-    engine = settings.engine
-    thinking = wants_thinking(question, mode, analysis=analysis)
-    base = THINKING_SAMPLING if thinking else DIRECT_SAMPLING
-    thinking_room = 0 if engine.max_thinking_tokens or not thinking else 4096
-    sampling = replace(base, seed=engine.seed, max_tokens=engine.max_answer_tokens + thinking_room)
     prompt = build_collection_prompt(question, group_by_document(hits))
-    return GenerationRequest(
-        messages=({"role": "system", "content": SYSTEM_PROMPT_COLLECTION}, {"role": "user", "content": prompt}),
-        thinking=thinking,
-        sampling=sampling,
-        max_thinking_tokens=engine.max_thinking_tokens if thinking else None,
+    return grounded_request(
+        question, SYSTEM_PROMPT_COLLECTION, prompt, settings=settings.engine, mode=mode, analysis=analysis
     )
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "generate_answers",
     "generate_cached",
     "generative_answer",
+    "grounded_request",
     "plan_answers",
     "stamp",
     "with_document",
@@ -116,14 +117,29 @@ def build_request(
     """Returns the engine request for `question` over the sections `hits`: the grounded prompt, thinking on or
     off (`mode`, with ``auto`` thinking for analysis questions), Qwen3's sampling for that mode, the seed and
     the token limits from `settings`."""
+    prompt = build_user_prompt(question, hits, document_name=doc.name, document_id=doc.id)
+    return grounded_request(question, SYSTEM_PROMPT, prompt, settings=settings, mode=mode, analysis=analysis)
+
+
+def grounded_request(
+    question: str,
+    system: str,
+    prompt: str,
+    *,
+    settings: EngineSettings,
+    mode: ThinkingMode,
+    analysis: bool = False,
+) -> GenerationRequest:
+    """Returns the engine request of a system prompt and a user `prompt` asking `question`: thinking on or off
+    (`mode`), Qwen3's sampling for that mode, the seed and the token limits from `settings` (one contract's
+    prompt in `build_request`, several contracts' in `docpipe.answer.collection`)."""
     thinking = wants_thinking(question, mode, analysis=analysis)
     base = THINKING_SAMPLING if thinking else DIRECT_SAMPLING
     # Without a budget the thinking comes out of max_tokens too.
     thinking_room = 0 if settings.max_thinking_tokens or not thinking else 4096
     sampling = replace(base, seed=settings.seed, max_tokens=settings.max_answer_tokens + thinking_room)
-    prompt = build_user_prompt(question, hits, document_name=doc.name, document_id=doc.id)
     return GenerationRequest(
-        messages=({"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}),
+        messages=({"role": "system", "content": system}, {"role": "user", "content": prompt}),
         thinking=thinking,
         sampling=sampling,
         max_thinking_tokens=settings.max_thinking_tokens if thinking else None,

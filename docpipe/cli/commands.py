@@ -194,15 +194,20 @@ def _cmd_ask(dp, args) -> int:
     return 0
 
 
-def _cmd_eval(dp, args) -> int:
-    from docpipe.eval.retrieval import evaluate_retrieval, format_report
-
+def _budgets(text: str) -> list[int]:
+    """Returns the token budgets of a ``--budgets`` option; a ConfigError when they are not integers."""
     try:
-        budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
+        return [int(b) for b in text.split(",") if b.strip()]
     except ValueError:
         from docpipe.errors import ConfigError
 
-        raise ConfigError(f"--budgets must be comma-separated integers, got {args.budgets!r}") from None
+        raise ConfigError(f"--budgets must be comma-separated integers, got {text!r}") from None
+
+
+def _cmd_eval(dp, args) -> int:
+    from docpipe.eval.retrieval import evaluate_retrieval, format_report
+
+    budgets = _budgets(args.budgets)
     report = evaluate_retrieval(
         dp,
         args.folder,
@@ -221,12 +226,7 @@ def _cmd_eval(dp, args) -> int:
 def _cmd_eval_collection(dp, args) -> int:
     from docpipe.eval.collection import evaluate_collection, format_collection_report
 
-    try:
-        budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
-    except ValueError:
-        from docpipe.errors import ConfigError
-
-        raise ConfigError(f"--budgets must be comma-separated integers, got {args.budgets!r}") from None
+    budgets = _budgets(args.budgets)
     report = evaluate_collection(
         dp,
         args.folder,

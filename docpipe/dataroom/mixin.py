@@ -147,18 +147,19 @@ class CollectionMixin:
         return None if parts is None else (parts[0].text, parts[2])
 
     def _stored_passage_texts(self, doc_id: str) -> list[str] | None:
-        parts = build.stored_parts(doc_id, store=self.store, fingerprint=self.fingerprint)
+        parts = build.stored_parts(doc_id, store=self.store, fingerprint=self.fingerprint, vectors=False)
         return None if parts is None else parts[1]
 
     def _member_index(self, coll: Collection, doc_id: str, password: str | None) -> SearchIndex:
         return self.index(coll.document(doc_id, password=password), password=password)
 
     def _collection_rank(
-        self, coll: Collection, question: str, *, k: int, password: str | None
+        self, coll: Collection, question: str, *, k: int, password: str | None, one_named: bool = True
     ) -> tuple[Route, list[Hit], dict[str, tuple[str, Any]], dict[str, SearchIndex]]:
         """Returns (the route, the ranked hits of the contracts the question names or, naming none, of the
         whole collection best first, the query searched in each named document with its embedding, the
-        indexes used)."""
+        indexes used). With `one_named` False a question naming one contract gets no hits (the caller
+        selects that contract's context itself, which ranks it)."""
         core.check_question(question)
         if not coll.exists or not coll.documents:
             raise InputError(
@@ -177,7 +178,8 @@ class CollectionMixin:
             for doc_id in route.named:
                 index = indexes[doc_id] = self._member_index(coll, doc_id, password)
                 queries[doc_id] = (stripped[doc_id], vectors[doc_id])
-                hits += index.rank(stripped[doc_id], vectors[doc_id])
+                if one_named or len(route.named) > 1:
+                    hits += index.rank(stripped[doc_id], vectors[doc_id])
         else:
             with self._collection_lock:
                 if cindex.build_bm25(self._stored_passage_texts):
@@ -205,7 +207,7 @@ class CollectionMixin:
         """Returns the route, the context (see `DocPipe.context`), the queries searched (with their
         embeddings) and the indexes used."""
         k, budget = context_limits(self.settings.retrieval, k, budget_tokens)
-        route, ranked, queries, indexes = self._collection_rank(coll, question, k=k, password=password)
+        route, ranked, queries, indexes = self._collection_rank(coll, question, k=k, password=password, one_named=False)
         if len(route.named) == 1:
             doc_id = route.named[0]
             text, vector = queries[doc_id]

@@ -266,9 +266,12 @@ def load_index(
     return search_index(doc, passages, dense, embedder=embedder, retrieval=retrieval)
 
 
-def stored_parts(doc_id: str, *, store: Store, fingerprint: str) -> tuple[Document, list[str], np.ndarray] | None:
-    """Returns the stored document, its passage texts and their vectors (one row each), without building a
-    search index (no BM25): what a collection's pooled index needs of a member. None when not stored."""
+def stored_parts(
+    doc_id: str, *, store: Store, fingerprint: str, vectors: bool = True
+) -> tuple[Document, list[str], np.ndarray | None] | None:
+    """Returns the stored document, its passage texts and (with `vectors`) their vectors (one row each),
+    without building a search index (no BM25): what a collection's pooled index needs of a member. None when
+    not stored."""
     import faiss
     import numpy as np
 
@@ -276,17 +279,19 @@ def stored_parts(doc_id: str, *, store: Store, fingerprint: str) -> tuple[Docume
     if parts is None:
         return None
     doc, passages, dense = parts
+    if not vectors:
+        return doc, [p.text for p in passages], None
     raw = dense.faiss_index
     size = int(raw.ntotal)
     if size == 0:
-        vectors = np.zeros((0, raw.d), dtype=np.float32)
+        rows = np.zeros((0, raw.d), dtype=np.float32)
     else:
         if isinstance(raw, faiss.IndexIVF):
             raw.make_direct_map()
         elif isinstance(raw, faiss.IndexHNSW):
             raw = faiss.downcast_index(raw.storage)
-        vectors = np.asarray(raw.reconstruct_n(0, size), dtype=np.float32)
-    return doc, [p.text for p in passages], vectors
+        rows = np.asarray(raw.reconstruct_n(0, size), dtype=np.float32)
+    return doc, [p.text for p in passages], rows
 
 
 def _stored(doc_id: str, *, store: Store, fingerprint: str) -> tuple[Document, list[Passage], DenseIndex] | None:
