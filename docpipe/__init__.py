@@ -40,6 +40,9 @@ _EXPORTS = {
     "AddReport": "docpipe.dataroom.handle",
     "AddProgress": "docpipe.dataroom.handle",
     "Member": "docpipe.ingest.collections",
+    "ReviewGrid": "docpipe.review.grid",
+    "ReviewProgress": "docpipe.review.run",
+    "ReviewCancelled": "docpipe.review.run",
     "Settings": "docpipe.settings",
     **{
         name: "docpipe.types"
@@ -93,6 +96,9 @@ __all__ = [
     "Passage",
     "PasswordRequiredError",
     "Principal",
+    "ReviewCancelled",
+    "ReviewGrid",
+    "ReviewProgress",
     "Section",
     "Settings",
     "StoreError",
@@ -151,5 +157,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     )
     from docpipe.ingest.collections import Member
     from docpipe.pipeline import DocPipe
+    from docpipe.review.grid import ReviewGrid
+    from docpipe.review.run import ReviewCancelled, ReviewProgress
     from docpipe.settings import Settings
     from docpipe.types import Answer, Citation, Document, Hit, Page, PageStatus, Passage, Section

@@ -29,6 +29,7 @@ from docpipe.retrieve import build
 from docpipe.retrieve.build import Source
 from docpipe.retrieve.collection import CollectionIndex
 from docpipe.retrieve.fusion import SearchIndex, context_limits, fit_budget, select_context
+from docpipe.review.mixin import ReviewMixin
 from docpipe.settings import Settings, load_settings
 from docpipe.types import Answer, Document, Hit
 
@@ -57,7 +58,7 @@ SENTENCE_VECTORS = "sentences.npz"
 _SAVED = "saved:"
 
 
-class DocPipe(CollectionMixin):
+class DocPipe(CollectionMixin, ReviewMixin):
     """Documents, search hits, answers and checklist reports for contracts: the public entry point.
 
     >>> dp = DocPipe(Settings.preset("test"))               # doctest: +SKIP
@@ -346,12 +347,16 @@ class DocPipe(CollectionMixin):
     def _load_engine(self) -> Engine | None:
         if self._engine is _UNSET:
             from docpipe.engine import load_engine
+            from docpipe.engine.base import AsyncEngine
             from docpipe.engine.batcher import BatchingEngine
 
             settings = self.settings.engine
             engine = load_engine(settings, cache_root=self.store.root / "vllm-cache")
-            if engine is not None and settings.max_batch_size > 1:
-                # Callers in threads (UI, API users) share engine batches instead of queueing one by one.
+            if engine is not None and settings.max_batch_size > 1 and not isinstance(engine, AsyncEngine):
+                # An offline engine (vllm.LLM) runs one batch at a time: callers in threads (UI, API users)
+                # share its batches instead of queueing one by one, the most urgent first. An engine that
+                # takes requests as they come (a model server, AsyncLLM: continuous batching, priority
+                # scheduling) gets them straight away: a batcher would hold a question behind a running batch.
                 engine = BatchingEngine(
                     engine, max_batch_size=settings.max_batch_size, batch_timeout_ms=settings.batch_timeout_ms
                 )

@@ -26,6 +26,7 @@ __all__ = [
     "EngineSettings",
     "ExtractionSettings",
     "RetrievalSettings",
+    "ReviewSettings",
     "Settings",
     "default_home",
     "load_settings",
@@ -268,6 +269,28 @@ class AnalysisSettings(_Section):
     )
 
 
+class ReviewSettings(_Section):
+    """Review grids (documents x questions): how a document's cells share their prompt, and the stream of
+    batches they go to the engine in."""
+
+    layout: Literal["shared", "per_cell"] = Field(
+        "shared",
+        description="shared: a document's cells share one context (the sections retrieved for all its "
+        "questions, in document order, then the cell's question last), so vLLM's prefix cache computes it "
+        "once per document; per_cell: each cell gets only its own question's sections (smaller prompts, no "
+        "shared prefix beyond the instructions). Offline (no model) cells always search per cell.",
+    )
+    shared_budget_tokens: int = Field(
+        16384,
+        gt=0,
+        description="Most tokens of a document's shared context (also capped by the model's context window); "
+        "each question's best sections are taken in turn until it is full.",
+    )
+    batch_size: int | None = Field(
+        None, gt=0, description="Cells per engine batch in the grid's stream (unset: engine.max_batch_size)."
+    )
+
+
 class Settings(BaseSettings):
     """Every setting docpipe reads: arguments first, then ``DOCPIPE_*`` variables, then the defaults.
     Unknown keys, nested ones included, are refused.
@@ -299,6 +322,9 @@ class Settings(BaseSettings):
     engine: EngineSettings = Field(default_factory=EngineSettings, description="How answers are produced.")
     analysis: AnalysisSettings = Field(
         default_factory=AnalysisSettings, description="The contract-analysis checklist: budget, references."
+    )
+    review: ReviewSettings = Field(
+        default_factory=ReviewSettings, description="Review grids: prompt layout and the engine stream."
     )
     cache_url: str | None = Field(
         None,

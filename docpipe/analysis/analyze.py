@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from docpipe.settings import Settings
     from docpipe.types import Document, Hit
 
-__all__ = ["analyze", "check_mode"]
+__all__ = ["analyze", "candidate_finding", "check_mode"]
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def analyze(
         # Every category's sentences in one embedding call, then each category reads them from the cache.
         prime_sentences([h for hits in contexts for h in hits], embedder, index.sentence_cache)
         findings = [
-            _candidates(index, c, hits, v, embedder=embedder, settings=settings)
+            candidate_finding(index, c, hits, v, embedder=embedder, settings=settings)
             for c, hits, v in zip(categories, contexts, vectors)
         ]
     else:
@@ -149,9 +149,12 @@ def _searched(hits: list[Hit]) -> list[dict[str, Any]]:
     return [{"section_id": h.section_id, "heading": h.heading, "pages": h.pages, "role": h.role} for h in hits]
 
 
-def _candidates(
+def candidate_finding(
     index: SearchIndex, category: Category, hits: list[Hit], query: Any, *, embedder: Embedder, settings: Settings
 ) -> CategoryFinding:
+    """Returns the offline finding for `category` over `hits` (no language model): the best-matching clauses
+    as ``candidate`` when the best scores at least `analysis.min_candidate_score`, else ``not_found``. `query`
+    is the embedding of `category.query`."""
     options = settings.analysis
     answer = extractive_answer(
         category.query,

@@ -34,6 +34,7 @@ __all__ = [
     "ANALYSIS_PROMPT_VERSION",
     "COLLECTION_PROMPT_VERSION",
     "PROMPT_VERSION",
+    "REVIEW_PROMPT_VERSION",
     "SYSTEM_PROMPT",
     "SYSTEM_PROMPT_COLLECTION",
     "ThinkingMode",
@@ -44,6 +45,8 @@ __all__ = [
     "extract_quotes",
     "neutralise",
     "parse_finding",
+    "parse_review",
+    "review_question",
     "tag_openers",
     "wants_thinking",
 ]
@@ -274,3 +277,39 @@ def parse_finding(text: str) -> tuple[str | None, str]:
     found = _FINDING.search(text)
     note = _NOTE.search(text)
     return (found.group(1).lower() if found else None), (note.group(1).strip() if note else "")
+
+
+REVIEW_PROMPT_VERSION = "review-1"
+
+_ANSWER = re.compile(r"^\W*ANSWER\W*\s*(.+)", re.IGNORECASE | re.MULTILINE)
+
+
+def review_question(key: str, question: str, note: str = "") -> str:
+    """Returns the question for one cell of a review grid: the column's question, then the reply format
+    `parse_review` reads (a short answer for the table, the finding, verbatim quotes, a note). The column comes
+    first and the format after it, so a document's cells share their prompt up to the question."""
+    name = f"Review item: {key}. " if key != question else "Review item: "
+    about = note or "what the quoted clause provides"
+    return (
+        f"{name}{question}\n"
+        "Reply in exactly this format:\n"
+        "ANSWER: the answer in a few words (for example yes or no, a period, a date, a party, a governing law), "
+        "or not stated\n"
+        "FINDING: present, absent or uncertain (present only if a quoted clause shows it)\n"
+        "QUOTES: each clause that shows it, verbatim in double quotes, followed by its section id in square "
+        "brackets; none if absent\n"
+        f"NOTE: one sentence on {about}, or on what was searched if absent"
+    )
+
+
+def parse_review(text: str) -> tuple[str | None, str, str]:
+    """Returns (present | absent | uncertain | None when the reply has no FINDING line, the short answer, the
+    note) of a reply to `review_question`.
+
+    >>> parse_review('ANSWER: Delaware\nFINDING: present\nQUOTES: "x" [s001]\nNOTE: Chosen law.')
+    ('present', 'Delaware', 'Chosen law.')
+    """
+    status, note = parse_finding(text)
+    answer = _ANSWER.search(text)
+    short = answer.group(1).strip().strip('"').strip() if answer else ""
+    return status, short[:200], note

@@ -3,7 +3,7 @@
 
 Modules: `parser` (the arguments), `commands` (ingest, search, ask, analyze, the evaluations, ui, serve),
 `admin` (keys, matters, audit, rm), `collections` (collections, ls, and the ``--collection`` side of ingest,
-ask, search and rm). Imports nothing heavy at import time: ``docpipe --help`` stays instant.
+ask, search and rm), `review` (review grids). Imports nothing heavy at import time: ``docpipe --help`` stays instant.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from docpipe.cli import admin, collections, commands
+from docpipe.cli import admin, collections, commands, review
 from docpipe.cli.commands import EXIT_ERROR
 from docpipe.cli.parser import build_parser
 from docpipe.errors import DocpipeError
@@ -61,6 +61,7 @@ _COMMANDS = {
     "rm": admin._cmd_rm,
     "collections": collections._cmd_collections,
     "ls": collections._cmd_ls,
+    "review": review._cmd_review,
 }
 
 

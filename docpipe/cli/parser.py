@@ -107,6 +107,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--manifest", type=Path, help="also write the audit manifest (JSON) to this file")
 
     p = sub.add_parser(
+        "review",
+        parents=[common],
+        help="a review grid: every contract of a collection, files or a folder against questions or the "
+        "checklist, as XLSX/CSV/JSON/Markdown",
+    )
+    p.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="PDFs or folders (or give --collection)")
+    p.add_argument("--collection", metavar="NAME", help="review this collection's documents")
+    p.add_argument("-q", "--question", action="append", default=[], help="a column's question (repeat)")
+    p.add_argument("--questions-file", type=Path, help="a file with one question per line")
+    p.add_argument("--checklist", action="store_true", help="a column for each of the 41 checklist categories")
+    p.add_argument(
+        "--categories", help="comma-separated checklist categories as columns (see analyze --list-categories)"
+    )
+    p.add_argument("--mode", choices=["think", "no_think", "auto"], default="think", help="Qwen3 thinking mode")
+    p.add_argument(
+        "--layout",
+        choices=["shared", "per_cell"],
+        help="shared (default): a document's cells share one context, computed once by the prefix cache; "
+        "per_cell: each cell only its own sections",
+    )
+    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
+    p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
+    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cell cache")
+    p.add_argument("--password", help="password for encrypted PDFs")
+    p.add_argument("-o", "--output", type=Path, help="write the grid here; the format follows the suffix")
+    p.add_argument("--format", choices=["xlsx", "csv", "json", "md"], help="output format (default: by -o, else md)")
+    p.add_argument("--manifest", type=Path, help="also write the grid's audit manifest (JSON) to this file")
+
+    p = sub.add_parser(
         "ui", help="open the contract workbench in the browser (Gradio; pip install 'docpipe[ui]')", add_help=False
     )
     p.add_argument("ui_args", nargs=argparse.REMAINDER, help="options of the workbench (docpipe ui --help)")

@@ -1,0 +1,123 @@
+"""`docpipe review`: a review grid (documents x questions) over a collection, files or a folder, written as
+XLSX, CSV, JSON or Markdown, with a progress bar of cells and a summary of what failed and why."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from docpipe.cli.commands import EXIT_ERROR
+
+__all__ = ["_cmd_review"]
+
+_FORMATS = {".xlsx": "xlsx", ".csv": "csv", ".json": "json", ".md": "md"}
+
+
+class _CellBar:
+    """A progress bar of cells done / total on stderr (cells from the cache count as done)."""
+
+    def __init__(self) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(desc="cells", unit="cell", file=sys.stderr, dynamic_ncols=True, leave=False, total=0)
+
+    def __call__(self, event: Any) -> None:
+        self.bar.total = event.total
+        self.bar.n = event.done
+        postfix = f"{event.cached} cached" + (f", {event.failed} failed" if event.failed else "")
+        self.bar.set_postfix_str(f"{postfix} | {event.document[:30]}", refresh=False)
+        self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _review_questions(args) -> list[str]:
+    from docpipe.errors import FileMissingError
+
+    questions = list(args.question)
+    if args.questions_file:
+        try:
+            lines = args.questions_file.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            raise FileMissingError(f"no such questions file: {args.questions_file}") from None
+        questions += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    return questions
+
+
+def _format(args) -> str:
+    from docpipe.errors import ConfigError
+
+    if args.format:
+        chosen = args.format
+    elif args.output is not None:
+        chosen = _FORMATS.get(args.output.suffix.lower(), "")
+        if not chosen:
+            raise ConfigError(
+                f"cannot tell the format of {args.output.name}: name it .xlsx, .csv, .json or .md, or give --format"
+            )
+    else:
+        chosen = "md"
+    if chosen == "xlsx" and args.output is None:
+        raise ConfigError("an Excel workbook is not printed: give -o grid.xlsx (or --format md/csv/json)")
+    return chosen
+
+
+def _cmd_review(dp, args) -> int:
+    from docpipe.errors import ConfigError
+
+    if bool(args.collection) == bool(args.paths):
+        raise ConfigError(
+            "review either a collection or files: docpipe review --collection NAME -q ... "
+            "or docpipe review FILES_OR_FOLDER... -q ..."
+        )
+    fmt = _format(args)  # before any work: a bad output name must not cost a grid
+    source: Any = dp.collection(args.collection) if args.collection else list(args.paths)
+    categories = [c for c in args.categories.split(",") if c.strip()] if args.categories else None
+    bar = _CellBar() if sys.stderr.isatty() else None
+    try:
+        grid = dp.review(
+            source,
+            questions=_review_questions(args),
+            checklist=args.checklist,
+            categories=categories,
+            mode=args.mode,
+            layout=args.layout,
+            password=args.password,
+            use_cache=not args.no_cache,
+            progress=bar,
+        )
+    except KeyboardInterrupt:
+        print("docpipe: the cells done so far are cached: run the same command again to resume", file=sys.stderr)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.manifest:
+        args.manifest.write_text(_json(grid.manifest.to_dict()) + "\n", encoding="utf-8")
+    if fmt == "xlsx":
+        grid.to_xlsx(args.output)
+    else:
+        text = {"md": grid.to_markdown, "csv": grid.to_csv, "json": grid.to_json}[fmt]()
+        if args.output is not None:
+            Path(args.output).write_text(text, encoding="utf-8")
+        else:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    summary = grid.summary()
+    where = f"wrote {args.output}: " if args.output is not None else ""
+    print(
+        f"{where}{len(grid.rows)} documents x {len(grid.columns)} questions = {summary['cells']} cells: "
+        f"{summary['done']} done ({summary['from_cache']} from the cache), {summary['failed']} failed, "
+        f"{summary['not_found']} with no such clause",
+        file=sys.stderr,
+    )
+    for failure in summary["failures"]:
+        print(f"  failed: {failure}", file=sys.stderr)
+    return EXIT_ERROR if summary["failed"] else 0
+
+
+def _json(data: Any) -> str:
+    import json
+
+    return json.dumps(data, indent=2, ensure_ascii=False)

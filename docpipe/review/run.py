@@ -1,0 +1,417 @@
+"""Filling a review grid: every document's cells planned, looked up in the cell cache, and the rest sent to the
+engine as one stream of batches at bulk priority.
+
+Per document (row): its index is opened (a document that cannot be read fails its row, with the reason, and
+the grid goes on); every column's sections are retrieved (the columns' queries are embedded once for the whole
+grid); then, with a language model, one request per cell:
+
+- layout ``shared`` (default): the cells of a document share one context, the sections retrieved for all its
+  columns taken best-first in turn until `review.shared_budget_tokens` (or the model's window) is full, in
+  document order. The system prompt and that context come first and the cell's question last, so the engine's
+  prefix cache computes a document's context once for all its cells;
+- layout ``per_cell``: each cell gets only its own column's sections.
+
+Each cell is cached by content (`docpipe.answer.core.answer_cache_key`: the document, the question, the sections
+given, mode, model and revision, sampling, prompt version, index fingerprint, matter), as soon as its batch
+returns: a grid killed halfway and run again recomputes only the cells it lacks. Cells go to the engine in
+batches of `review.batch_size` in document order, two batches in flight, so the engine never idles between
+them and an interactive question (a lower priority value) goes ahead of the grid's waiting batches. Without a
+language model each cell is the checklist's offline finding (``candidate`` / ``not_found``), cached the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from docpipe.analysis.analyze import candidate_finding
+from docpipe.analysis.checklist import Category, select_categories
+from docpipe.answer.core import (
+    CacheOpener,
+    answer_cache_key,
+    build_request,
+    cache_call,
+    cache_put,
+    check_question,
+    context_budget,
+    generative_answer,
+)
+from docpipe.answer.prompts import PROMPT_VERSION, REVIEW_PROMPT_VERSION, parse_review, review_question
+from docpipe.audit import model_revision
+from docpipe.errors import ConfigError, DocpipeError
+from docpipe.retrieve.fusion import select_context
+from docpipe.review.grid import Cell, Column, ReviewGrid, ReviewManifest, Row
+from docpipe.version import __version__
+
+if TYPE_CHECKING:
+    from docpipe.embed.base import Embedder
+    from docpipe.engine.base import Engine, GenerationRequest, GenerationResult
+    from docpipe.retrieve.fusion import SearchIndex
+    from docpipe.settings import Settings
+    from docpipe.types import Document, Hit
+
+__all__ = ["MAX_COLUMNS", "ReviewCancelled", "ReviewProgress", "columns_for", "run_grid"]
+
+logger = logging.getLogger(__name__)
+
+MAX_COLUMNS = 200  # a grid is read by a person: more columns than this is a mistake, not a review
+_IN_FLIGHT = 2  # engine batches submitted at once: one running, one ready to start
+
+
+class ReviewCancelled(DocpipeError):
+    """The grid was cancelled before it finished; the cells already done are in the cell cache."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewProgress:
+    """Where a running grid stands: cells done (from the cache or computed, failed ones included) of `total`."""
+
+    done: int
+    total: int
+    cached: int
+    failed: int
+    document: str = ""
+
+
+def columns_for(
+    questions: Sequence[str] | None = None, *, checklist: bool = False, categories: Sequence[str] | None = None
+) -> list[Column]:
+    """Returns the grid's columns: the checklist categories named (all 41 with `checklist` and no names), then
+    the free `questions`, in the order given; a `ConfigError` for none, a duplicate or too many."""
+    columns: list[Column] = []
+    if categories or checklist:
+        for c in select_categories(list(categories) if categories else None):
+            columns.append(Column(c.name, c.question, c.query, group=c.group, note=c.note, category=True))
+    for question in questions or ():
+        text = check_question(question, which="a question")
+        columns.append(Column(" ".join(text.split()), text, text))
+    if not columns:
+        raise ConfigError('a review needs columns: give questions (-q "..."), --checklist, or --categories NAME')
+    keys = [c.key.casefold() for c in columns]
+    repeated = sorted({c.key for c in columns if keys.count(c.key.casefold()) > 1})
+    if repeated:
+        raise ConfigError(f"the same column is asked twice: {', '.join(repeated)}; give each question once")
+    if len(columns) > MAX_COLUMNS:
+        raise ConfigError(f"{len(columns)} columns: a grid takes at most {MAX_COLUMNS}; split the questions")
+    return columns
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A cell waiting for the engine."""
+
+    row: int
+    column: int
+    question: str
+    request: GenerationRequest
+    key: str
+    hits: list[Hit]
+    doc: Document
+
+
+def run_grid(
+    rows: list[Row],
+    columns: list[Column],
+    open_index: Callable[[int], SearchIndex],
+    *,
+    engine: Engine | None,
+    embedder: Embedder,
+    settings: Settings,
+    fingerprint: str,
+    cache: CacheOpener | None,
+    mode: str = "think",
+    layout: str | None = None,
+    offline: Callable[[SearchIndex, Callable[[], Any]], Any] | None = None,
+    progress: Callable[[ReviewProgress], None] | None = None,
+    cancel: threading.Event | None = None,
+    collection: str = "",
+    matter: str | None = None,
+) -> ReviewGrid:
+    """Returns the grid of `rows` x `columns` (see the module docstring). `open_index(r)` opens row r's index
+    (a `DocpipeError` fails that row); `offline(index, fn)` runs an offline row's work (the facade wraps it with
+    the sentence embeddings it stores); `cache` None neither reads nor writes the cell cache; `cancel` set stops
+    the grid between batches with `ReviewCancelled`."""
+    from docpipe.engine.base import PRIORITY_BULK
+
+    layout = layout or settings.review.layout
+    if layout not in ("shared", "per_cell"):
+        raise ConfigError(f"unknown layout {layout!r}: use shared or per_cell")
+    started = time.perf_counter()
+    created = _now()
+    total = len(rows) * len(columns)
+    cells: list[list[Cell | None]] = [[None] * len(columns) for _ in rows]
+    counts = {"done": 0, "cached": 0, "failed": 0}
+    lock = threading.Lock()
+
+    def record(r: int, c: int, cell: Cell, document: str) -> None:
+        with lock:
+            cells[r][c] = cell
+            counts["done"] += 1
+            counts["cached"] += cell.cached
+            counts["failed"] += cell.status == "failed"
+            snapshot = ReviewProgress(counts["done"], total, counts["cached"], counts["failed"], document)
+        if progress is not None:
+            progress(snapshot)
+
+    def check_cancel() -> None:
+        if cancel is not None and cancel.is_set():
+            raise ReviewCancelled(
+                f"review cancelled after {counts['done']} of {total} cells; run it again to resume from the cache"
+            )
+
+    vectors = embedder.embed([c.query for c in columns])
+    per_cell_budget = min(settings.analysis.budget_tokens, context_budget(settings, engine))
+    shared_budget = _shared_budget(settings, engine)
+    batch_size = settings.review.batch_size or settings.engine.max_batch_size
+    pool = ThreadPoolExecutor(max_workers=_IN_FLIGHT, thread_name_prefix="docpipe-review") if engine else None
+    in_flight: list[tuple[list[_Pending], Future[list[GenerationResult]]]] = []
+    batch: list[_Pending] = []
+
+    def collect(items: list[_Pending], future: Future[list[GenerationResult]]) -> None:
+        assert engine is not None
+        try:
+            results = future.result()
+        except DocpipeError as exc:  # the engine refused the batch: its cells fail, the grid goes on
+            for item in items:
+                record(item.row, item.column, Cell("failed", note=f"The engine failed: {exc}"), item.doc.name)
+            return
+        for item, result in zip(items, results):
+            cell = _model_cell(item, result, engine=engine, fingerprint=fingerprint)
+            if cache is not None and cell.status != "failed":
+                cache_put(cache, item.key, cell.to_dict(), item.doc)
+            record(item.row, item.column, cell, item.doc.name)
+
+    def submit(items: list[_Pending]) -> None:
+        assert engine is not None and pool is not None
+        while len(in_flight) >= _IN_FLIGHT:
+            collect(*in_flight.pop(0))
+        check_cancel()
+        in_flight.append((items, pool.submit(engine.generate, [i.request for i in items])))
+
+    try:
+        for r, row in enumerate(rows):
+            check_cancel()
+            if row.error:
+                for c in range(len(columns)):
+                    record(r, c, Cell("failed", note=row.error), row.name)
+                continue
+            try:
+                index = open_index(r)
+            except DocpipeError as exc:
+                rows[r] = replace(row, error=str(exc))
+                for c in range(len(columns)):
+                    record(r, c, Cell("failed", note=str(exc)), row.name)
+                continue
+            doc = index.doc
+            rows[r] = Row(doc.id, doc.name)
+            contexts = [
+                select_context(
+                    index,
+                    column.query,
+                    retrieval=settings.retrieval,
+                    chunking=settings.chunking,
+                    k=settings.analysis.k,
+                    budget_tokens=per_cell_budget,
+                    expand=settings.analysis.expand_references,
+                    query=vector,
+                )
+                for column, vector in zip(columns, vectors)
+            ]
+            if engine is None:
+                work = functools.partial(
+                    _offline_row, r, index, columns, contexts, vectors, embedder, settings, fingerprint, cache, record
+                )
+                offline(index, work) if offline is not None else work()
+                continue
+            shared = _shared_context(contexts, shared_budget) if layout == "shared" else None
+            for c, column in enumerate(columns):
+                hits = shared if shared is not None else contexts[c]
+                question = review_question(column.key, column.question, column.note)
+                request = replace(
+                    build_request(question, hits, doc, settings=settings.engine, mode=mode, analysis=True),  # type: ignore[arg-type]
+                    priority=PRIORITY_BULK,
+                )
+                key = answer_cache_key(
+                    doc, request, question, hits, engine=engine, settings=settings.engine, fingerprint=fingerprint
+                )
+                stored = cache_call(cache, "get", key) if cache is not None else None
+                if stored is not None:
+                    cell = Cell.from_dict(stored)
+                    cell.cached = True
+                    record(r, c, cell, doc.name)
+                    continue
+                batch.append(_Pending(r, c, question, request, key, hits, doc))
+                if len(batch) >= batch_size:
+                    submit(batch)
+                    batch = []
+        if batch:
+            submit(batch)
+        while in_flight:
+            collect(*in_flight.pop(0))
+    finally:
+        if pool is not None:
+            for _, future in in_flight:
+                future.cancel()
+            pool.shutdown(wait=True)
+    finished = [[cell for cell in row if cell is not None] for row in cells]
+    manifest = ReviewManifest(
+        engine=engine.name if engine else "extractive",
+        model=engine.model if engine else None,
+        model_revision=model_revision(
+            settings.engine, engine.name if engine else None, engine.model if engine else None
+        ),
+        mode=mode if engine else "extractive",
+        layout=layout if engine else "per_cell",
+        prompt_version=f"{REVIEW_PROMPT_VERSION}+{PROMPT_VERSION}" if engine else "",
+        settings_fingerprint=settings.settings_fingerprint(),
+        index_fingerprint=fingerprint,
+        collection=collection,
+        matter=matter,
+        documents_sha256=tuple(r.document_id for r in rows),
+        created=created,
+        finished=_now(),
+        seconds=round(time.perf_counter() - started, 3),
+        cells=total,
+        cached_cells=[(r, c) for r, row in enumerate(finished) for c, cell in enumerate(row) if cell.cached],
+        docpipe_version=__version__,
+    )
+    grid = ReviewGrid(rows=rows, columns=columns, cells=finished, manifest=manifest)
+    logger.info("review grid %d x %d in %.1f s: %s", len(rows), len(columns), manifest.seconds, grid.summary())
+    return grid
+
+
+def _shared_budget(settings: Settings, engine: Engine | None) -> int:
+    """Returns the token budget of a document's shared context: `review.shared_budget_tokens`, within what the
+    model's window leaves beside instructions, thinking and answer."""
+    widened = settings.model_copy(
+        update={
+            "retrieval": settings.retrieval.model_copy(update={"budget_tokens": settings.review.shared_budget_tokens})
+        }
+    )
+    return context_budget(widened, engine)
+
+
+def _order(hit: Hit) -> tuple[int, int, str]:
+    digits = "".join(ch for ch in hit.section_id if ch.isdigit())
+    return (int(digits) if digits else 0, hit.page_start, hit.section_id)
+
+
+def _shared_context(contexts: list[list[Hit]], budget: int) -> list[Hit]:
+    """Returns one context for all of a document's cells: each column's sections taken in turn, best first
+    (the first of every column, then the second ...), each section once, until `budget` tokens; in document
+    order. Front matter comes first, as in every column's context."""
+    ranked = [sorted(hits, key=lambda h: (h.role != "front_matter", h.rank)) for hits in contexts]
+    chosen: dict[str, Hit] = {}
+    used = 0
+    depth = max((len(hits) for hits in ranked), default=0)
+    for level in range(depth):
+        for hits in ranked:
+            if level >= len(hits) or hits[level].section_id in chosen:
+                continue
+            hit = hits[level]
+            if used + hit.n_tokens > budget:
+                continue
+            chosen[hit.section_id] = hit
+            used += hit.n_tokens
+    return sorted(chosen.values(), key=_order)
+
+
+def _model_cell(item: _Pending, result: GenerationResult, *, engine: Engine, fingerprint: str) -> Cell:
+    """Returns the cell of the model's reply: its quotes checked against the sections the cell was given; never
+    ``present`` without a verified quote."""
+    searched = [h.section_id for h in item.hits]
+    if result.error:
+        return Cell("failed", note=f"The engine failed on this cell: {result.error}", searched=searched)
+    answer = generative_answer(
+        item.question, result, item.hits, item.doc, engine=engine.name, model=engine.model, fingerprint=fingerprint
+    )
+    status, short, note = parse_review(answer.text)
+    verified = [q for q in answer.citations if q.verified]
+    if status == "present" and not verified:
+        status = "uncertain"
+        note = "The model reported such a clause, but none of its quotes is in the sections it was given. " + note
+    elif status == "absent":
+        note = note or f"Searched {len(item.hits)} sections; no such clause."
+    elif status is None:
+        status = "uncertain"
+        note = "The model's reply did not follow the review format: read it and the sections searched."
+    citations = [replace(q, document_id=item.doc.id, document_name=item.doc.name) for q in answer.citations]
+    return Cell(
+        status,  # type: ignore[arg-type]
+        answer=short if status != "absent" else (short or "not stated"),
+        quotes=citations,
+        note=note.strip(),
+        searched=searched,
+        thinking=result.thinking,
+    )
+
+
+def _offline_row(
+    r: int,
+    index: SearchIndex,
+    columns: list[Column],
+    contexts: list[list[Hit]],
+    vectors: Any,
+    embedder: Embedder,
+    settings: Settings,
+    fingerprint: str,
+    cache: CacheOpener | None,
+    record: Callable[[int, int, Cell, str], None],
+) -> None:
+    """Fills row `r` without a language model: each cell the checklist's offline finding, cached."""
+    from docpipe.answer.cache import cache_key
+
+    doc = index.doc
+    for c, (column, hits, vector) in enumerate(zip(columns, contexts, vectors)):
+        key = cache_key(
+            document_id=doc.id,
+            question=column.query,
+            mode="review-offline",
+            model=embedder.name,
+            prompt_version=REVIEW_PROMPT_VERSION,
+            sampling={},
+            extra={
+                "fingerprint": fingerprint,
+                "sections": [h.section_id for h in hits],
+                "analysis": settings.analysis.model_dump(mode="json"),
+                **({"matter": doc.matter} if doc.matter is not None else {}),
+            },
+        )
+        stored = cache_call(cache, "get", key) if cache is not None else None
+        if stored is not None:
+            cell = Cell.from_dict(stored)
+            cell.cached = True
+            record(r, c, cell, doc.name)
+            continue
+        category = Category(column.key, column.group or "-", "clause", column.question, "", column.note)
+        category = _with_query(category, column.query)
+        finding = candidate_finding(index, category, hits, vector, embedder=embedder, settings=settings)
+        quotes = [replace(q, document_id=doc.id, document_name=doc.name) for q in finding.quotes]
+        cell = Cell(
+            finding.status,
+            quotes=quotes,
+            note=finding.note,
+            searched=[h.section_id for h in hits],
+            score=finding.score,
+        )
+        if cache is not None:
+            cache_put(cache, key, cell.to_dict(), doc)
+        record(r, c, cell, doc.name)
+
+
+def _with_query(category: Category, query: str) -> Category:
+    """Returns `category` whose `query` is `query` (its question plus, for a free question, nothing else)."""
+    search = query[len(category.question) :].strip() if query.startswith(category.question) else query
+    return replace(category, search=search)
+
+
+def _now() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="seconds")

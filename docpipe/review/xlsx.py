@@ -1,0 +1,124 @@
+"""A review grid as an Excel workbook (openpyxl), the form due-diligence teams pass around.
+
+- Sheet "Review": one row per document, one column per question; each cell shows the status, the short answer
+  and the pages, is coloured by status, and links to its first row on the "Citations" sheet.
+- Sheet "Citations": one row per quote (document, question, status, answer, quote, pages, section, verified,
+  note), and one row for a cell without quotes, so every cell is accounted for.
+- Sheet "Manifest": the grid's provenance (engine, model, settings, which cells came from the cache).
+
+Contract text that starts like a formula ("=...") is stored as a string, never as a formula.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import TYPE_CHECKING, Any
+
+from docpipe.errors import DependencyError
+
+if TYPE_CHECKING:
+    from docpipe.review.grid import ReviewGrid
+    from docpipe.types import Citation
+
+__all__ = ["grid_workbook"]
+
+_FILLS = {
+    "present": "C6EFCE",
+    "absent": "EDEDED",
+    "uncertain": "FFEB9C",
+    "candidate": "DDEBF7",
+    "not_found": "EDEDED",
+    "failed": "FFC7CE",
+}
+_CITATION_FIELDS = ("document", "question", "status", "answer", "quote", "pages", "section", "verified", "note")
+
+
+def grid_workbook(grid: ReviewGrid) -> bytes:
+    """Returns the .xlsx bytes of `grid` (see the module docstring)."""
+    try:
+        from openpyxl import Workbook
+        from openpyxl.styles import Alignment, Font, PatternFill
+        from openpyxl.worksheet.hyperlink import Hyperlink
+    except ImportError as exc:  # a dependency of docpipe: missing only in a broken install
+        raise DependencyError("openpyxl is missing: pip install openpyxl (a dependency of docpipe)") from exc
+
+    book = Workbook()
+    sheet = book.active
+    sheet.title = "Review"
+    citations = book.create_sheet("Citations")
+    manifest = book.create_sheet("Manifest")
+    bold = Font(bold=True)
+    link = Font(color="0563C1", underline="single")
+
+    citations.append([f.capitalize() for f in _CITATION_FIELDS])
+    first_row: dict[tuple[int, int], int] = {}
+    for r, (row, cells) in enumerate(zip(grid.rows, grid.cells)):
+        for c, (column, cell) in enumerate(zip(grid.columns, cells)):
+            first_row[(r, c)] = citations.max_row + 1
+            quotes: list[Citation | None] = list(cell.quotes) or [None]
+            for quote in quotes:
+                values = [
+                    row.name,
+                    column.key,
+                    cell.status,
+                    cell.answer,
+                    " ".join(quote.quote.split()) if quote else "",
+                    quote.pages if quote else "",
+                    quote.section_id if quote else "",
+                    ("yes" if quote.verified else "no") if quote else "",
+                    cell.note,
+                ]
+                citations.append([_text(v) for v in values])
+                _no_formulas(citations)
+    for cell in citations[1]:
+        cell.font = bold
+    citations.freeze_panes = "A2"
+
+    sheet.append(["Document", "Document ID", *(c.key for c in grid.columns)])
+    for cell in sheet[1]:
+        cell.font = bold
+        cell.alignment = Alignment(wrap_text=True, vertical="top")
+    for r, (row, cells) in enumerate(zip(grid.rows, grid.cells)):
+        sheet.append([_text(row.name), row.document_id, *(_text(cell.text) for cell in cells)])
+        _no_formulas(sheet)
+        excel_row = sheet.max_row
+        for c, cell in enumerate(cells):
+            target = sheet.cell(row=excel_row, column=c + 3)
+            target.fill = PatternFill("solid", fgColor=_FILLS[cell.status])
+            target.alignment = Alignment(wrap_text=True, vertical="top")
+            # An internal link (a location, not a URL): Excel and LibreOffice jump to the cell's citations.
+            target.hyperlink = Hyperlink(ref=target.coordinate, location=f"'Citations'!A{first_row[(r, c)]}")
+            target.font = link
+    sheet.freeze_panes = "C2"
+    sheet.column_dimensions["A"].width = 40
+    sheet.column_dimensions["B"].width = 14
+    for c in range(len(grid.columns)):
+        sheet.column_dimensions[sheet.cell(row=1, column=c + 3).column_letter].width = 28
+
+    summary = grid.summary()
+    manifest.append(["Field", "Value"])
+    for key, value in [*grid.manifest.to_dict().items(), *(("summary." + k, v) for k, v in summary.items())]:
+        manifest.append([key, _text(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))])
+        _no_formulas(manifest)
+    for cell in manifest[1]:
+        cell.font = bold
+
+    out = io.BytesIO()
+    book.save(out)
+    return out.getvalue()
+
+
+def _text(value: Any) -> Any:
+    """Returns `value` for a cell, without the control characters XML cannot hold."""
+    if isinstance(value, str):
+        return "".join(ch for ch in value if ch in "\t\n" or ord(ch) >= 32)
+    return value
+
+
+def _no_formulas(sheet: Any) -> None:
+    """Makes every cell of the sheet's last row that openpyxl took for a formula (text starting with "=") a
+    plain string: contract text and document names are data, never something Excel computes."""
+    for cell in sheet[sheet.max_row]:
+        if cell.data_type == "f":
+            cell.data_type = "s"
