@@ -152,6 +152,11 @@ class ReviewManifest:
     seconds: float = 0.0
     cells: int = 0
     cached_cells: list[tuple[int, int]] = field(default_factory=list)
+    # Tokens of the cells computed in this run (not those from the cell cache): prompt, generated, and the
+    # prompt tokens the engine's prefix cache served (None when the engine does not report it).
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prefix_cached_tokens: int | None = None
     docpipe_version: str = ""
 
     def to_dict(self) -> dict[str, Any]:

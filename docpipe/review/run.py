@@ -56,11 +56,12 @@ if TYPE_CHECKING:
     from docpipe.settings import Settings
     from docpipe.types import Document, Hit
 
-__all__ = ["MAX_COLUMNS", "ReviewCancelled", "ReviewProgress", "columns_for", "run_grid"]
+__all__ = ["MAX_COLUMNS", "MAX_QUESTION_CHARS", "ReviewCancelled", "ReviewProgress", "columns_for", "run_grid"]
 
 logger = logging.getLogger(__name__)
 
 MAX_COLUMNS = 200  # a grid is read by a person: more columns than this is a mistake, not a review
+MAX_QUESTION_CHARS = 2000  # a column's question goes into every row's prompts: a question, not a document
 _IN_FLIGHT = 2  # engine batches submitted at once: one running, one ready to start
 
 
@@ -90,6 +91,10 @@ def columns_for(
             columns.append(Column(c.name, c.question, c.query, group=c.group, note=c.note, category=True))
     for question in questions or ():
         text = check_question(question, which="a question")
+        if len(text) > MAX_QUESTION_CHARS:
+            raise ConfigError(
+                f"a question of {len(text)} characters: keep each column's question under {MAX_QUESTION_CHARS}"
+            )
         columns.append(Column(" ".join(text.split()), text, text))
     if not columns:
         raise ConfigError('a review needs columns: give questions (-q "..."), --checklist, or --categories NAME')
@@ -147,6 +152,7 @@ def run_grid(
     total = len(rows) * len(columns)
     cells: list[list[Cell | None]] = [[None] * len(columns) for _ in rows]
     counts = {"done": 0, "cached": 0, "failed": 0}
+    tokens: dict[str, int | None] = {"prompt": 0, "completion": 0, "cached": None}
     lock = threading.Lock()
 
     def record(r: int, c: int, cell: Cell, document: str) -> None:
@@ -182,6 +188,14 @@ def run_grid(
                 record(item.row, item.column, Cell("failed", note=f"The engine failed: {exc}"), item.doc.name)
             return
         for item, result in zip(items, results):
+            with lock:
+                tokens["prompt"] += result.prompt_tokens
+                tokens["completion"] += result.completion_tokens
+                # What the engine's prefix cache served (vLLM: RequestOutput.num_cached_tokens; a server's
+                # usage.prompt_tokens_details.cached_tokens), when the engine reports it.
+                cached_tokens = result.extra.get("cached_tokens")
+                if cached_tokens is not None:
+                    tokens["cached"] = (tokens["cached"] or 0) + int(cached_tokens)
             cell = _model_cell(item, result, engine=engine, fingerprint=fingerprint)
             if cache is not None and cell.status != "failed":
                 cache_put(cache, item.key, cell.to_dict(), item.doc)
@@ -279,6 +293,9 @@ def run_grid(
         seconds=round(time.perf_counter() - started, 3),
         cells=total,
         cached_cells=[(r, c) for r, row in enumerate(finished) for c, cell in enumerate(row) if cell.cached],
+        prompt_tokens=tokens["prompt"] or 0,
+        completion_tokens=tokens["completion"] or 0,
+        prefix_cached_tokens=tokens["cached"],
         docpipe_version=__version__,
     )
     grid = ReviewGrid(rows=rows, columns=columns, cells=finished, manifest=manifest)
