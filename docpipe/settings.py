@@ -275,16 +275,17 @@ class ReviewSettings(_Section):
 
     layout: Literal["shared", "per_cell"] = Field(
         "shared",
-        description="shared: a document's cells share one context (the sections retrieved for all its "
-        "questions, in document order, then the cell's question last), so vLLM's prefix cache computes it "
-        "once per document; per_cell: each cell gets only its own question's sections (smaller prompts, no "
+        description="shared: a document's cells share one context (the whole document when it fits "
+        "shared_budget_tokens, else the sections retrieved for all its questions, in document order; the "
+        "cell's question last), so vLLM's prefix cache computes it once per document; per_cell: each cell gets only its own question's sections (smaller prompts, no "
         "shared prefix beyond the instructions). Offline (no model) cells always search per cell.",
     )
     shared_budget_tokens: int = Field(
         16384,
         gt=0,
-        description="Most tokens of a document's shared context (also capped by the model's context window); "
-        "each question's best sections are taken in turn until it is full.",
+        description="Most tokens of a document's shared context (also capped by the model's context window): "
+        "a document this size or smaller goes whole; a longer one gives each question's best sections in turn "
+        "until it is full.",
     )
     batch_size: int | None = Field(
         None, gt=0, description="Cells per engine batch in the grid's stream (unset: engine.max_batch_size)."

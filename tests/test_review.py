@@ -113,21 +113,35 @@ def test_a_collection_grid_answers_every_cell_from_its_own_contract(tmp_path: Pa
     assert grid.summary()["done"] == 9 and grid.summary()["failed"] == 0
 
 
+def _sections(request: GenerationRequest) -> list[str]:
+    return re.findall(r'<section id="(s\d+)"', request.messages[-1]["content"])
+
+
 def test_a_documents_cells_share_their_prompt_up_to_the_question_unless_per_cell(
     tmp_path: Path, sample_pdf: Path
 ) -> None:
     engine = RecordingEngine()
     dp = pipe(tmp_path, engine)
+    doc = dp.ingest(sample_pdf)
     columns = {"questions": [TERMINATION, LAW], "categories": ["Insurance", "Parties"]}
     dp.review([sample_pdf], use_cache=False, **columns)
     shared = [r.messages[-1]["content"].rpartition("Question:")[0] for r in engine.requests]
     assert len(shared) == 4 and len(set(shared)) == 1  # one prefix for the document's four cells
+    assert _sections(engine.requests[0]) == [s.id for s in doc.sections]  # it fits: the whole contract
     engine.requests.clear()
     dp.review([sample_pdf], use_cache=False, layout="per_cell", **columns)
     own = [r.messages[-1]["content"].rpartition("Question:")[0] for r in engine.requests]
     assert len(own) == 4 and len(set(own)) == 4  # each cell its own sections
-    sections = [set(re.findall(r'<section id="(s\d+)"', text)) for text in (*own, shared[0])]
-    assert set.union(*sections[:4]) >= sections[4] and all(s & sections[4] for s in sections[:4])
+    per_cell = [_sections(r) for r in engine.requests]
+    # A contract longer than the shared budget: each column's sections in turn, its best one first.
+    engine.requests.clear()
+    pipe(tmp_path, engine, review={"shared_budget_tokens": 1500}).review([sample_pdf], use_cache=False, **columns)
+    narrowed = _sections(engine.requests[0])
+    assert len({tuple(_sections(r)) for r in engine.requests}) == 1
+    assert set(narrowed) <= set().union(*per_cell) and len(narrowed) < len(doc.sections)
+    assert narrowed == sorted(narrowed, key=lambda sid: int(sid[1:]))  # document order
+    best = [next(sid for sid in cell if sid != doc.sections[0].id) for cell in per_cell]
+    assert sum(sid in narrowed for sid in best) >= 3, (best, narrowed)
 
 
 def test_the_stream_goes_in_batches_of_the_configured_size_in_document_order(tmp_path: Path, room: Path) -> None:

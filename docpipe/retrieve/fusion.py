@@ -47,6 +47,14 @@ class SearchIndex:
         section = self.doc.sections[0]
         return self.tag(replace(_hit(section, score=0.0, rank=-1, passage=None), role="front_matter"))
 
+    def sections(self) -> list[Hit]:
+        """Returns every section of the document as a hit, in document order (the opening one as front matter):
+        the whole contract, for a prompt that has room for it."""
+        hits = [self.tag(_hit(s, score=0.0, rank=n, passage=None)) for n, s in enumerate(self.doc.sections)]
+        if hits:
+            hits[0] = replace(hits[0], role="front_matter")
+        return hits
+
     def tag(self, hit: Hit) -> Hit:
         """Returns `hit` naming this index's document (id and the name it is seen under)."""
         return replace(hit, document_id=self.doc.id, document_name=self.doc.name)

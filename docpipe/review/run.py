@@ -5,9 +5,9 @@ Per document (row): its index is opened (a document that cannot be read fails it
 the grid goes on); every column's sections are retrieved (the columns' queries are embedded once for the whole
 grid); then, with a language model, one request per cell:
 
-- layout ``shared`` (default): the cells of a document share one context, the sections retrieved for all its
-  columns taken best-first in turn until `review.shared_budget_tokens` (or the model's window) is full, in
-  document order. The system prompt and that context come first and the cell's question last, so the engine's
+- layout ``shared`` (default): the cells of a document share one context: the whole document when it fits
+  `review.shared_budget_tokens` (and the model's window), else the sections retrieved for all its columns
+  taken best-first in turn until the budget is full, in document order. The system prompt and that context come first and the cell's question last, so the engine's
   prefix cache computes a document's context once for all its cells;
 - layout ``per_cell``: each cell gets only its own column's sections.
 
@@ -243,7 +243,7 @@ def run_grid(
                 )
                 offline(index, work) if offline is not None else work()
                 continue
-            shared = _shared_context(contexts, shared_budget) if layout == "shared" else None
+            shared = _shared_context(index, contexts, shared_budget) if layout == "shared" else None
             for c, column in enumerate(columns):
                 hits = shared if shared is not None else contexts[c]
                 question = review_question(column.key, column.question, column.note)
@@ -319,10 +319,12 @@ def _order(hit: Hit) -> tuple[int, int, str]:
     return (int(digits) if digits else 0, hit.page_start, hit.section_id)
 
 
-def _shared_context(contexts: list[list[Hit]], budget: int) -> list[Hit]:
-    """Returns one context for all of a document's cells: each column's sections taken in turn, best first
-    (the first of every column, then the second ...), each section once, until `budget` tokens; in document
-    order. Front matter comes first, as in every column's context."""
+def _shared_context(index: SearchIndex, contexts: list[list[Hit]], budget: int) -> list[Hit]:
+    """Returns one context for all of a document's cells: the whole document when it fits `budget` tokens (no
+    retrieval miss is possible then); otherwise each column's sections taken in turn, best first (the first of
+    every column, then the second ...), each section once, while they fit. In document order."""
+    if sum(s.n_tokens for s in index.doc.sections) <= budget:
+        return index.sections()
     ranked = [sorted(hits, key=lambda h: (h.role != "front_matter", h.rank)) for hits in contexts]
     chosen: dict[str, Hit] = {}
     used = 0
