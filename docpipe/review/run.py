@@ -152,7 +152,8 @@ def run_grid(
     total = len(rows) * len(columns)
     cells: list[list[Cell | None]] = [[None] * len(columns) for _ in rows]
     counts = {"done": 0, "cached": 0, "failed": 0}
-    tokens: dict[str, int | None] = {"prompt": 0, "completion": 0, "cached": None}
+    tokens = {"prompt": 0, "completion": 0}
+    prefix_cached: list[int] = []  # per computed cell, when the engine reports what its prefix cache served
     lock = threading.Lock()
 
     def record(r: int, c: int, cell: Cell, document: str) -> None:
@@ -195,7 +196,7 @@ def run_grid(
                 # usage.prompt_tokens_details.cached_tokens), when the engine reports it.
                 cached_tokens = result.extra.get("cached_tokens")
                 if cached_tokens is not None:
-                    tokens["cached"] = (tokens["cached"] or 0) + int(cached_tokens)
+                    prefix_cached.append(int(cached_tokens))
             cell = _model_cell(item, result, engine=engine, fingerprint=fingerprint)
             if cache is not None and cell.status != "failed":
                 cache_put(cache, item.key, cell.to_dict(), item.doc)
@@ -293,9 +294,9 @@ def run_grid(
         seconds=round(time.perf_counter() - started, 3),
         cells=total,
         cached_cells=[(r, c) for r, row in enumerate(finished) for c, cell in enumerate(row) if cell.cached],
-        prompt_tokens=tokens["prompt"] or 0,
-        completion_tokens=tokens["completion"] or 0,
-        prefix_cached_tokens=tokens["cached"],
+        prompt_tokens=tokens["prompt"],
+        completion_tokens=tokens["completion"],
+        prefix_cached_tokens=sum(prefix_cached) if prefix_cached else None,
         docpipe_version=__version__,
     )
     grid = ReviewGrid(rows=rows, columns=columns, cells=finished, manifest=manifest)
