@@ -274,7 +274,7 @@ def test_bad_columns_are_refused_before_any_work(tmp_path: Path, sample_pdf: Pat
 
 
 def test_exports_hold_every_cell_and_round_trip(tmp_path: Path, room: Path) -> None:
-    openpyxl = pytest.importorskip("openpyxl")
+    import openpyxl
     (room / "=HYPERLINK(evil).pdf").write_bytes(agreement_pdf("Evil Corp", "Victim Inc", "ten (10)", "Texas"))
     grid = pipe(tmp_path, RecordingEngine()).review(room, questions=[TERMINATION, LAW])
     assert ReviewGrid.from_dict(json.loads(grid.to_json())).to_dict() == grid.to_dict()
@@ -353,7 +353,7 @@ def test_a_grid_killed_halfway_recomputes_only_the_missing_cells(tmp_path: Path,
 def test_the_cli_writes_the_grid_and_exits_1_when_cells_failed(
     tmp_path: Path, room: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    openpyxl = pytest.importorskip("openpyxl")
+    import openpyxl
     home = ["--preset", "test", "--home", str(tmp_path / "home"), "--engine", "echo"]
     out = tmp_path / "grid.xlsx"
     assert main(["review", *home, str(room), "-q", TERMINATION, "--categories", "Governing Law", "-o", str(out)]) == 0
