@@ -17,6 +17,7 @@ __all__ = [
     "BUDGET_CLOSE",
     "DIRECT_SAMPLING",
     "PRIORITY_ANALYSIS",
+    "PRIORITY_BULK",
     "PRIORITY_INTERACTIVE",
     "THINKING_SAMPLING",
     "AsyncEngine",
@@ -32,10 +33,13 @@ __all__ = [
 FinishReason = Literal["stop", "length", "abort", "error"]
 
 # Scheduling priorities, vLLM's convention (lower runs first; ties go by arrival): a person waiting on a
-# question goes ahead of bulk contract analysis. The batcher, the in-process vLLM engine (scheduling_policy
-# "priority") and a `vllm serve --scheduling-policy priority` server all honour `GenerationRequest.priority`.
+# question goes ahead of one contract's analysis, and that goes ahead of a review grid (every contract of a
+# data room x a set of questions: thousands of prompts nobody watches one by one). The batcher, the remote
+# engine's request slots, the in-process vLLM engine (scheduling_policy "priority") and a
+# `vllm serve --scheduling-policy priority` server all honour `GenerationRequest.priority`.
 PRIORITY_INTERACTIVE = 0
 PRIORITY_ANALYSIS = 10
+PRIORITY_BULK = 20
 
 # What closes a thought the thinking budget cut, before the answer is asked for (Qwen's own wording): the
 # in-process vLLM engine appends it to the prompt, the OpenAI-compatible engine to the assistant turn it continues.

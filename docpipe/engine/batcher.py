@@ -1,12 +1,17 @@
-"""Dynamic batching for callers that arrive one by one (CLI loops, API users in threads, the UI): requests
-that come within `batch_timeout_ms` of each other, up to `max_batch_size`, go to the engine as one batch.
-`batch_sizes` records the batches actually formed.
+"""Dynamic batching for the offline engine only (`VLLMEngine`, vLLM's ``LLM``, which runs one batch at a
+time and returns it whole): requests from callers that arrive one by one (CLI loops, API users in threads,
+the UI) that come within `batch_timeout_ms` of each other, up to `max_batch_size`, go to the engine as one
+batch. `batch_sizes` records the batches actually formed. An engine that takes requests as they come
+(`AsyncEngine`: a model server, AsyncLLM) is not wrapped (`DocPipe` sends to it directly): it batches
+continuously and schedules by priority itself, and a batcher would hold a question behind a running batch.
 
 Priority: waiting callers are served lowest `GenerationRequest.priority` first (vLLM's convention), so an
-interactive question (`PRIORITY_INTERACTIVE`) queued behind bulk analysis (`PRIORITY_ANALYSIS`) runs in
-the next batch. A batch started for urgent work takes no less urgent work along: an offline engine returns
-a batch only when all of it is done, and a question must not wait for a long analysis. Bulk work started
-first may take urgent callers along, which only brings their answers forward.
+interactive question (`PRIORITY_INTERACTIVE`) queued behind bulk work (`PRIORITY_ANALYSIS`,
+`PRIORITY_BULK`) runs in the next batch. A batch started for urgent work takes no less urgent work along:
+an offline engine returns a batch only when all of it is done, and a question must not wait for a long
+analysis. Bulk work started first may take urgent callers along, which only brings their answers forward.
+No batch holds more than `max_batch_size` requests: a caller with more (a review grid's thousands of
+prompts) is split into batches of that size, so an urgent caller waits for one batch at most.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ __all__ = ["BatchingEngine"]
 
 logger = logging.getLogger(__name__)
 
-# One caller's requests: (priority, arrival number, requests, the caller's future).
+# A part of one caller's requests, at most max_batch_size: (priority, arrival number, requests, its future).
 _Item = tuple[int, int, list[GenerationRequest], "Future[list[GenerationResult]]"]
 
 
@@ -42,6 +47,8 @@ class BatchingEngine:
     """
 
     def __init__(self, engine: Engine, *, max_batch_size: int = 16, batch_timeout_ms: float = 10.0) -> None:
+        if max_batch_size < 1:
+            raise ValueError("BatchingEngine needs max_batch_size >= 1")
         self.engine = engine
         self.name = engine.name
         self.model = engine.model
@@ -63,51 +70,69 @@ class BatchingEngine:
         return self._waiting
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        """Returns one result per request, in order, once the batch holding them has run."""
+        """Returns one result per request, in order, once the batches holding them have run.
+
+        More than `max_batch_size` requests queue as several parts (in order, each its own batch or part of
+        one), so a more urgent caller arriving meanwhile runs after the part running now, not after all.
+        """
         if not requests:
             return []
-        future: Future[list[GenerationResult]] = Future()
-        items = list(requests)
+        size = self.max_batch_size
+        parts = [list(requests[start : start + size]) for start in range(0, len(requests), size)]
+        futures: list[Future[list[GenerationResult]]] = [Future() for _ in parts]
         with self._cond:
             if self._closed:
                 raise EngineError("this engine is closed: create a new DocPipe (or engine) to answer again")
-            heapq.heappush(self._heap, (min(r.priority for r in items), next(self._arrivals), items, future))
-            self._waiting += len(items)
+            for items, future in zip(parts, futures, strict=True):
+                heapq.heappush(self._heap, (min(r.priority for r in items), next(self._arrivals), items, future))
+            self._waiting += len(requests)
             depth = self._waiting
             self._cond.notify()
         emit("engine_queue", depth=depth)
-        return future.result()
+        results: list[GenerationResult] = []
+        try:
+            for future in futures:
+                results.extend(future.result())
+        except BaseException:
+            # A failed part (or an interrupted caller): the parts not started yet are dropped, not run.
+            for future in futures:
+                future.cancel()
+            raise
+        return results
 
-    def _take(self, limit: int) -> _Item | None:
-        """Returns the most urgent waiting caller no less urgent than `limit`, or None (lock held)."""
-        if self._heap and self._heap[0][0] <= limit:
+    def _take(self, limit: int, room: int) -> _Item | None:
+        """Returns the most urgent waiting part no less urgent than `limit` that fits in `room`, or None
+        (lock held). A part whose caller has given up is dropped."""
+        while self._heap and self._heap[0][0] <= limit and len(self._heap[0][2]) <= room:
             item = heapq.heappop(self._heap)
             self._waiting -= len(item[2])
-            return item
+            if item[3].set_running_or_notify_cancel():
+                return item
         return None
 
     def _next_batch(self) -> list[_Item] | None:
         with self._cond:
-            while not self._heap:
-                if self._closed:
-                    return None
-                self._cond.wait()
-            first = heapq.heappop(self._heap)
-            self._waiting -= len(first[2])
+            first = None
+            while first is None:
+                while not self._heap:
+                    if self._closed:
+                        return None
+                    self._cond.wait()
+                first = self._take(self._heap[0][0], self.max_batch_size)
             pending, size, limit = [first], len(first[2]), first[0]
             # Wait a moment for other callers, but never past the batch limit.
             while size < self.max_batch_size:
-                item = self._take(limit)
+                item = self._take(limit, self.max_batch_size - size)
                 if item is None:
-                    if self._closed:
-                        break
+                    if self._closed or (self._heap and self._heap[0][0] <= limit):
+                        break  # closing, or the next part in line does not fit: run what we have
                     deadline = time.monotonic() + self.batch_timeout_s
                     while item is None and not self._closed:
                         remaining = deadline - time.monotonic()
                         if remaining <= 0:
                             break
                         self._cond.wait(remaining)
-                        item = self._take(limit)
+                        item = self._take(limit, self.max_batch_size - size)
                     if item is None:
                         break
                 pending.append(item)

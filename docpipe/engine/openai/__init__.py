@@ -4,8 +4,9 @@
 One `OpenAIEngine` serves both protocols. The sync `generate` and the async `complete`/`stream` all run on
 one private event loop in a background thread (`docpipe.engine.loop.BackgroundLoop`), so the batch call works
 from plain scripts and from inside a running loop (Jupyter, Gradio) alike, and `max_concurrency` bounds every
-caller's requests together. Modules: `engine` (the engine and its loop), `transport` (HTTP, retries, the
-failure rules below), `completion` (request bodies, parsing), `streaming` (server-sent events, think splitting).
+caller's requests together, its slots handed out most urgent first. Modules: `engine` (the engine and its loop),
+`transport` (HTTP, retries, the failure rules below), `slots` (request slots by priority), `completion` (request
+bodies, parsing), `streaming` (server-sent events, think splitting).
 
 Thinking: switched per request through ``chat_template_kwargs={"enable_thinking": ...}``. The thinking
 comes back in ``message.reasoning`` (vLLM >= 0.3x with a reasoning parser) or ``reasoning_content`` (older

@@ -52,6 +52,12 @@ class OpenAIEngine:
     `base_url` may end in ``/v1`` or not. `model=None` asks ``/v1/models`` and takes the first id.
     `timeout_s` bounds each wait for the server (for a stream: between two chunks), `connect_timeout_s`
     each connection attempt. `retries` counts attempts after the first.
+
+    Requests are sent as they come (no batcher in front: the server batches continuously), at most
+    `max_concurrency` at a time. A freed slot goes to the most urgent waiting request
+    (`GenerationRequest.priority`), and bulk work keeps one slot free when there are two or more, so a
+    question starts at once while a review grid fills the rest; the server orders what it holds by the
+    same priority under ``vllm serve --scheduling-policy priority``.
     """
 
     name = "openai"
@@ -116,7 +122,8 @@ class OpenAIEngine:
     # -- public API -------------------------------------------------------------------------------------
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        """Returns one result per request, in request order; at most `max_concurrency` are in flight.
+        """Returns one result per request, in request order; at most `max_concurrency` are in flight, the most
+        urgent first.
 
         Raises `EngineUnavailableError` when the server cannot be reached and `ConfigError` on 401/403/404;
         any other 4xx lands on that request's result (``error``, ``finish_reason="error"``).

@@ -1,8 +1,9 @@
-"""HTTP to an OpenAI-compatible server, for `OpenAIEngine`: one ``httpx.AsyncClient``, a semaphore of
-``max_concurrency`` request slots shared by every caller, retries with exponential backoff and full jitter, and
-the rules that turn an HTTP failure into the right error (see the package docstring: unreachable or 5xx/408/429
-are retried then `EngineUnavailableError`; 401/403/404 are `ConfigError`; any other 4xx is `Rejected`, which
-concerns one request only). Runs on the engine's event loop; imports httpx, docpipe.errors and the engine protocol.
+"""HTTP to an OpenAI-compatible server, for `OpenAIEngine`: one ``httpx.AsyncClient``, ``max_concurrency``
+request slots shared by every caller and handed out by priority (`PrioritySlots`), retries with exponential
+backoff and full jitter, and the rules that turn an HTTP failure into the right error (see the package
+docstring: unreachable or 5xx/408/429 are retried then `EngineUnavailableError`; 401/403/404 are `ConfigError`;
+any other 4xx is `Rejected`, which concerns one request only). Runs on the engine's event loop; imports httpx,
+docpipe.errors and the engine protocol.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-from docpipe.engine.base import GenerationRequest
+from docpipe.engine.base import PRIORITY_INTERACTIVE, GenerationRequest
 from docpipe.engine.openai.completion import Rejected
+from docpipe.engine.openai.slots import PrioritySlots
 from docpipe.errors import ConfigError, EngineUnavailableError
 
 try:
@@ -59,7 +61,9 @@ class Transport:
         self.retries = retries
         self.backoff_s = backoff_s
         self._api_key = api_key
-        self._slots = asyncio.Semaphore(max_concurrency)
+        # Not a semaphore: a review grid's bulk requests would hold every slot and a question would queue
+        # behind all of them. A freed slot goes to the most urgent waiter; bulk leaves one to questions.
+        self.slots = PrioritySlots(max_concurrency)
         self._client: httpx.AsyncClient | None = None
 
     async def open(self) -> None:
@@ -96,8 +100,9 @@ class Transport:
     async def send(
         self, method: str, path: str, body: dict[str, Any] | None = None, request: GenerationRequest | None = None
     ) -> dict[str, Any]:
-        """Returns the server's JSON answer to one attempt (no retry), holding a request slot while it waits."""
-        async with self._slots:
+        """Returns the server's JSON answer to one attempt (no retry), holding a request slot (at the request's
+        priority) while it waits."""
+        async with self.slots.hold(priority(request)):
             response = await self.client.request(method, path, json=body, headers=headers(request))
         self.check(response)
         try:
@@ -116,7 +121,7 @@ class Transport:
         request slot until the response is closed."""
 
         async def attempt() -> httpx.Response:
-            await self._slots.acquire()
+            await self.slots.acquire(priority(request))
             response: httpx.Response | None = None
             try:
                 built = self.client.build_request("POST", "chat/completions", json=body, headers=headers(request))
@@ -130,7 +135,7 @@ class Transport:
                     if response is not None:
                         await response.aclose()
                 finally:
-                    self._slots.release()
+                    self.slots.release()
                 raise
 
         response = await self.retrying(attempt)
@@ -138,7 +143,7 @@ class Transport:
             yield response
         finally:
             # Release first: a close interrupted by a second cancellation must not keep the slot forever.
-            self._slots.release()
+            self.slots.release()
             await response.aclose()
 
     async def retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
@@ -221,6 +226,11 @@ class Transport:
             return "the server closed the connection"
         root = causes[-1]
         return f"{type(root).__name__}: {root}" if str(root) else type(root).__name__
+
+
+def priority(request: GenerationRequest | None) -> int:
+    """Returns the slot priority of a request; a call for no request (the model list) is interactive."""
+    return request.priority if request is not None else PRIORITY_INTERACTIVE
 
 
 def headers(request: GenerationRequest | None) -> dict[str, str]:
