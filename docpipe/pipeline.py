@@ -347,16 +347,17 @@ class DocPipe(CollectionMixin, ReviewMixin):
     def _load_engine(self) -> Engine | None:
         if self._engine is _UNSET:
             from docpipe.engine import load_engine
-            from docpipe.engine.base import AsyncEngine
             from docpipe.engine.batcher import BatchingEngine
 
             settings = self.settings.engine
             engine = load_engine(settings, cache_root=self.store.root / "vllm-cache")
-            if engine is not None and settings.max_batch_size > 1 and not isinstance(engine, AsyncEngine):
-                # An offline engine (vllm.LLM) runs one batch at a time: callers in threads (UI, API users)
-                # share its batches instead of queueing one by one, the most urgent first. An engine that
-                # takes requests as they come (a model server, AsyncLLM: continuous batching, priority
-                # scheduling) gets them straight away: a batcher would hold a question behind a running batch.
+            batches_itself = getattr(engine, "continuous_batching", False)
+            if engine is not None and settings.max_batch_size > 1 and not batches_itself:
+                # An engine that runs one batch at a time (vllm.LLM; the echo engine stands in for it) has
+                # callers in threads (UI, API users) share its batches instead of queueing one by one, the
+                # most urgent first. An engine that takes requests as they come (a model server, AsyncLLM:
+                # continuous batching, priority scheduling) gets them straight away: a batcher would hold a
+                # question behind a running batch.
                 engine = BatchingEngine(
                     engine, max_batch_size=settings.max_batch_size, batch_timeout_ms=settings.batch_timeout_ms
                 )

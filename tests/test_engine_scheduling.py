@@ -317,8 +317,9 @@ def test_a_failed_part_fails_its_caller_and_drops_the_parts_not_started() -> Non
 def test_docpipe_sends_straight_to_engines_that_schedule_requests_themselves(
     tmp_path: Path, server: SlowServer
 ) -> None:
+    # The echo engine runs a batch at a time, like vllm.LLM, which it stands in for: it keeps the batcher.
     echo = DocPipe(Settings.preset("test", home=tmp_path / "echo", engine={"backend": "echo"}))
-    assert type(echo.engine) is EchoEngine
+    assert isinstance(echo.engine, BatchingEngine) and type(echo.engine.engine) is EchoEngine
     remote = DocPipe(Settings.preset("test", home=tmp_path / "remote", engine={"backend": "openai", "url": server.url}))
     try:
         assert type(remote.engine) is OpenAIEngine

@@ -29,6 +29,7 @@ from docpipe import (
     Settings,
 )
 from docpipe.engine.base import GenerationRequest, GenerationResult, StreamEvent
+from docpipe.engine.batcher import BatchingEngine
 from docpipe.engine.fake import EchoEngine
 
 KEY = "What is the notice period for termination for convenience?"
@@ -135,7 +136,7 @@ def _pipe(tmp_path: Path, sample_pdf: Path, engine=None) -> tuple[DocPipe, Docum
 
 def test_answer_arrives_in_pieces_that_add_up_to_the_answer_ask_gives(echo) -> None:
     dp, doc = echo
-    assert type(dp.engine) is EchoEngine  # used directly (no batcher in front), and it streams:
+    assert isinstance(dp.engine, BatchingEngine)  # the stream goes to the engine it wraps
     events = list(dp.ask_stream(doc, KEY, use_cache=False))
     text, thinking, answer = _split(events)
     pieces = [e for e in events if e.kind == "answer"]

@@ -61,6 +61,8 @@ class OpenAIEngine:
     """
 
     name = "openai"
+    # The server schedules requests itself (continuous batching, priority): DocPipe puts no batcher in front.
+    continuous_batching = True
 
     def __init__(
         self,
