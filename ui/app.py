@@ -1,5 +1,6 @@
 """The Gradio contract workbench: upload PDFs, ask questions with checked page citations (streamed where the
-engine streams), batch questions, run the clause checklist and download its report.
+engine streams) and see a cited page with its quote marked, batch questions, run the clause checklist and
+download its report, and review a data room: a grid of documents x questions over a collection.
 
 Uses docpipe's public API (the names in ``docpipe.__all__``), plus the upload-name rule and the document
 summary it shares with the REST API (`docpipe.names`, `docpipe.summary`) and the login parsing it shares with
@@ -19,7 +20,8 @@ Mounted in a FastAPI app instead (as ``docpipe serve`` does), pass the same argu
 an API call was uploaded only for an app marked launched, and mounting never marks it.
 
 Modules: `app` (the layout and how it launches), `handlers` (the event handlers), `render` (results as escaped
-HTML and table rows), `uploads` (reading only what Gradio's upload route stored), `access` (who sees what).
+HTML and table rows), `uploads` (reading only what Gradio's upload route stored), `access` (who sees what),
+`review_tab` (the Data room tab), `pageview` (a page rendered with a quote marked, in a bounded child process).
 
 Safety defaults: binds 127.0.0.1, optional basic auth (``--auth user:password`` or ``DOCPIPE_UI_AUTH``),
 uploads capped in size and pages, no ``allowed_paths`` (Gradio serves only its own upload cache) and
@@ -89,8 +91,9 @@ def build_app(
     delete_cache: tuple[int, int] | None = DELETE_CACHE,
     access: WorkbenchAccess | None = None,
 ) -> gr.Blocks:
-    """Returns the workbench as a queued `gr.Blocks` (Upload, Ask, Batch, Contract analysis tabs); launch it
-    yourself. Files uploaded into a named collection are asked across from the Ask and Batch tabs.
+    """Returns the workbench as a queued `gr.Blocks` (Upload, Ask, Batch, Contract analysis, Data room tabs);
+    launch it yourself. Files uploaded into a named collection are asked across from the Ask and Batch tabs and
+    reviewed as a grid in the Data room tab.
 
     Launch it with `launch_kwargs` (`main` does): its ``max_file_size`` makes Gradio refuse big uploads
     before they are stored; the handler checks the size as well. `concurrency` events run at
@@ -102,6 +105,7 @@ def build_app(
     import gradio as gr
 
     from docpipe.ui.handlers import MODES, Workbench
+    from docpipe.ui.review_tab import ReviewTab
 
     dp = dp if dp is not None else default_docpipe(max_pages=max_pages)
     access = access if access is not None else WorkbenchAccess(dp)
@@ -161,6 +165,14 @@ def build_app(
                 column_widths=["16%", "18%", "8%", "50%", "8%"],
             )
             source_out = gr.HTML(label="Source", elem_id="source-panel")
+            # The last answer's citations, with their documents' ids: kept on the server, never sent to the page.
+            ask_cites = gr.State([])
+            with gr.Accordion("Cited page", open=True, elem_id="ask-page-box"):
+                cite_pick = gr.Dropdown(
+                    label="Show a citation on its page (or click a row of Citations)", choices=[], elem_id="ask-cite"
+                )
+                ask_page = gr.Image(show_label=False, type="pil", format="png", interactive=False, elem_id="ask-page")
+                ask_page_caption = gr.Markdown(elem_id="ask-page-caption")
         with gr.Tab("Batch", id="batch"):
             batch_doc = gr.Dropdown(label="Document", choices=[], elem_id="batch-doc")
             batch_questions = gr.Textbox(label="Questions, one per line", lines=8, elem_id="batch-questions")
@@ -202,6 +214,13 @@ def build_app(
                     gr.DownloadButton(f"Download {label}", visible=False, elem_id=f"analysis-{suffix}")
                     for suffix, label in REPORT_FORMATS
                 ]
+        ReviewTab(wb).build(
+            docs_state=docs_state,
+            matter_pick=matter_pick,
+            space=space,
+            pickers=[ask_doc, batch_doc, analysis_doc],
+            concurrency=concurrency,
+        )
 
         # Extraction runs a worker process per document: fewer at once than questions.
         pickers = [ask_doc, batch_doc, analysis_doc]
@@ -226,10 +245,23 @@ def build_app(
         ask_event = dict(
             fn=wb.ask,
             inputs=[docs_state, ask_doc, question, mode, matter_pick, space],
-            outputs=[answer_out, citations_out, thinking_box, thinking_out, source_out],
+            outputs=[answer_out, citations_out, thinking_box, thinking_out, source_out, ask_cites, cite_pick],
         )
         ask_btn.click(**ask_event, api_name="ask")
         question.submit(**ask_event, api_name=False)
+        # The page view: the password is the Upload tab's (an encrypted PDF's pages need it).
+        cite_pick.input(
+            wb.ask_page,
+            [docs_state, ask_doc, ask_cites, cite_pick, password, matter_pick, space],
+            [ask_page, ask_page_caption],
+            api_name=False,
+        )
+        citations_out.select(
+            wb.ask_page_select,
+            [docs_state, ask_doc, ask_cites, password, matter_pick, space],
+            [cite_pick, ask_page, ask_page_caption],
+            api_name=False,
+        )
         batch_btn.click(
             wb.ask_batch,
             [docs_state, batch_doc, batch_questions, batch_mode, matter_pick, space],

@@ -22,6 +22,7 @@ from gradio import Request as GradioRequest
 from docpipe import (
     CHECKLIST,
     Answer,
+    Citation,
     DocPipe,
     DocpipeError,
     Document,
@@ -32,6 +33,7 @@ from docpipe import (
 from docpipe.answer.core import check_question
 from docpipe.names import clean_upload_name
 from docpipe.ui.access import WorkbenchAccess
+from docpipe.ui.pageview import show_citation
 from docpipe.ui.render import (
     REPORT_FORMATS,
     answer_html,
@@ -53,11 +55,14 @@ __all__ = [
     "BUSY",
     "COLLECTION_PREFIX",
     "MAX_BATCH_QUESTIONS",
+    "MAX_CITATIONS_SHOWN",
     "MAX_QUESTION_CHARS",
     "MAX_SESSION_DOCS",
     "MODES",
     "STREAM_INTERVAL_S",
     "Workbench",
+    "choice_index",
+    "citation_choices",
 ]
 
 logger = logging.getLogger(__name__)
@@ -65,6 +70,8 @@ logger = logging.getLogger(__name__)
 MODES = ["auto", "think", "no_think"]
 MAX_QUESTION_CHARS = 2000
 MAX_BATCH_QUESTIONS = 200
+# Citations of one answer offered in the page view's picker.
+MAX_CITATIONS_SHOWN = 50
 # The session's own documents, by id; a Document holds its pages, so keep the picker to a sane size.
 MAX_SESSION_DOCS = 32
 BUSY = "The answer engine is busy or unreachable: please try again in a moment."
@@ -88,6 +95,29 @@ def _pickers(choices: list[tuple[str, str]], value: str | None, collections: lis
     return [gr.Dropdown(choices=both, value=value), gr.Dropdown(choices=both, value=value)] + [
         gr.Dropdown(choices=choices, value=single)
     ]
+
+
+def citation_choices(citations: list[Citation]) -> list[tuple[str, str]]:
+    """Returns the page view's picker entries for `citations`: (label, index as text)."""
+    choices = []
+    for number, c in enumerate(citations):
+        quote = " ".join(c.quote.split())
+        quote = quote[:70] + ("..." if len(quote) > 70 else "")
+        where = f"{c.document_name}, " if c.document_name else ""
+        pages = c.pages if c.page_start else "?"
+        choices.append((f"{number + 1}. {where}{pages}: {quote}", str(number)))
+    return choices
+
+
+def choice_index(choice: Any, count: int) -> int:
+    """Returns the index a picker's value names, checked to be one of `count`; a `DocpipeError` otherwise."""
+    try:
+        index = int(str(choice))
+    except ValueError:
+        raise DocpipeError("choose an entry from the list first") from None
+    if not 0 <= index < count:
+        raise DocpipeError("choose an entry from the list first")
+    return index
 
 
 def _check_question(question: str) -> str:
@@ -201,17 +231,17 @@ class Workbench:
         return (
             "".join(results),
             docs,
-            *_pickers(choices, value, self._collections(principal, matter, space)),
+            *_pickers(choices, value, self.collection_names(principal, matter, space)),
             pending or None,
         )
 
-    def _collections(self, principal: Any, matter: str | None, space: str | None) -> list[str]:
+    def collection_names(self, principal: Any, matter: str | None, space: str | None) -> list[str]:
         """Returns the names of the collections the session may ask: its matter's (keys) or its own."""
         if principal is not None:
             return self.access.collections(principal, matter)
         return [c.name for c in self.dp.collections(matter=space)] if space else []
 
-    def _collection(self, name: str, matter: str | None, space: str | None, request: Any, role: str) -> Any:
+    def collection(self, name: str, matter: str | None, space: str | None, request: Any, role: str) -> Any:
         """Returns the collection `name` of the user's matter (with `role` there) or of the session's space."""
         principal = self.access.principal(request)
         if principal is not None:
@@ -243,7 +273,7 @@ class Workbench:
             principal = self.access.principal(request)
             if not name:
                 raise DocpipeError("name the collection first (e.g. deal-x): it is created if new")
-            coll = self._collection(name, matter, space, request, "write")
+            coll = self.collection(name, matter, space, request, "write")
             if not paths:
                 raise DocpipeError("choose one or more PDF files first")
         except DocpipeError as exc:
@@ -295,8 +325,9 @@ class Workbench:
         lines += [f'<div class="dp-ok">&#10003; {html.escape(m.name)}: {m.pages} pages</div>' for m in kept]
         lines += [describe_error(file, reason) for file, reason in report.failed]
         choices = self.access.documents(principal, matter) if principal is not None else _choices(docs)
-        value = COLLECTION_PREFIX + coll.name
-        return "".join(lines), docs, *_pickers(choices, value, self._collections(principal, matter, space)), None
+        # Nothing added to a new collection leaves none to choose.
+        value = COLLECTION_PREFIX + coll.name if coll.exists else None
+        return "".join(lines), docs, *_pickers(choices, value, self.collection_names(principal, matter, space)), None
 
     def forget_space(self, space: str | None) -> None:
         """Deletes a browser session's own collections (no API keys); Gradio calls it when the session ends."""
@@ -332,14 +363,14 @@ class Workbench:
         except DocpipeError:
             return _pickers([], None)
         choices = self.access.documents(principal, matter) if principal is not None else _choices(dict(docs or {}))
-        return _pickers(choices, None, self._collections(principal, matter, space))
+        return _pickers(choices, None, self.collection_names(principal, matter, space))
 
     def _target(
         self, docs: dict[str, Document] | None, doc_id: str | None, matter: str | None, request: Any, space: str | None
     ) -> Any:
         """Returns the document, or the collection, the picker names."""
         if doc_id and doc_id.startswith(COLLECTION_PREFIX):
-            coll = self._collection(doc_id.removeprefix(COLLECTION_PREFIX), matter, space, request, "read")
+            coll = self.collection(doc_id.removeprefix(COLLECTION_PREFIX), matter, space, request, "read")
             if not coll.exists:
                 raise DocpipeError("choose a collection of this matter from the list first")
             return coll
@@ -366,15 +397,17 @@ class Workbench:
         space: str | None = None,
     ):
         # A generator: the answer box fills as the engine streams (thinking into the Thinking accordion),
-        # then the citations and the source panel arrive with the finished answer.
+        # then the citations, the source panel and the citation picker of the page view arrive with the
+        # finished answer. The citations (with their documents' ids) stay on the server, in session state.
         answer: Answer | None = None
         thinking = text = ""
+        no_cites: tuple[list[dict[str, Any]], Any] = ([], gr.Dropdown(choices=[], value=None))
         try:
             doc = self._target(docs, doc_id, matter, request, space)
             question = _check_question(question)
             self.access.record(request, matter, "ask", getattr(doc, "id", None), [question])
             # Each question starts with the thinking collapsed; later updates leave it as the user set it.
-            yield streaming_html(""), [], gr.Accordion(visible=False, open=False), "", ""
+            yield streaming_html(""), [], gr.Accordion(visible=False, open=False), "", "", *no_cites
             last = time.monotonic()
             with contextlib.closing(
                 self.dp.ask_stream(doc, question, mode=mode if mode in MODES else "auto")
@@ -395,12 +428,14 @@ class Workbench:
                             gr.Accordion(visible=bool(thinking)),
                             thinking,
                             "",
+                            gr.skip(),
+                            gr.skip(),
                         )
             if answer is None:
                 raise DocpipeError("the engine finished without an answer: ask again")
         except DocpipeError as exc:
             message = f"{BUSY} ({exc})" if isinstance(exc, ConnectionError) else str(exc)
-            yield error_html(message), [], gr.Accordion(visible=False), "", ""
+            yield error_html(message), [], gr.Accordion(visible=False), "", "", *no_cites
             return
         except Exception:  # noqa: BLE001 - the user gets a message, the log gets the traceback
             logger.exception("answering failed")
@@ -410,16 +445,72 @@ class Workbench:
                 gr.Accordion(visible=False),
                 "",
                 "",
+                *no_cites,
             )
             return
         thinking = answer.thinking or ""
+        cites = [c.to_dict() for c in answer.citations[:MAX_CITATIONS_SHOWN]]
         yield (
             answer_html(answer),
             citation_rows(answer),
             gr.Accordion(visible=bool(thinking)),
             thinking,
             self._source(doc, answer),
+            cites,
+            gr.Dropdown(choices=citation_choices(answer.citations[:MAX_CITATIONS_SHOWN]), value=None),
         )
+
+    def ask_page(
+        self,
+        docs: dict[str, Document] | None,
+        doc_id: str | None,
+        cites: list[dict[str, Any]] | None,
+        choice: str | None,
+        password: str | None,
+        matter: str | None,
+        request: GradioRequest,
+        space: str | None = None,
+    ):
+        """Returns the page of the chosen citation of the last answer, its quote marked, and the caption. The
+        citation comes from the session's state; its document must be the one asked (or a member of the
+        collection asked) and one the user may read now."""
+        try:
+            index = choice_index(choice, len(cites or []))
+            citation = Citation.from_dict((cites or [])[index])
+            target = self._target(docs, doc_id, matter, request, space)
+            if isinstance(target, Document):
+                if citation.document_id and citation.document_id != target.id:
+                    raise DocpipeError("this citation is of another document: ask the question again")
+                doc = target
+            else:
+                if not citation.document_id:
+                    raise DocpipeError("this citation does not say which document it quotes")
+                doc = target.document(citation.document_id, password=password or None)
+            view = show_citation(self.dp, doc, citation, password=password or None)
+            self.access.record(request, matter, "page", doc.id)
+        except DocpipeError as exc:
+            return None, f"**Page not shown:** {html.escape(str(exc))}"
+        except Exception:  # noqa: BLE001 - the user gets a message, the log gets the traceback
+            logger.exception("showing a cited page failed")
+            return None, "**Page not shown:** unexpected error (see the server log)"
+        return view.image(), view.caption
+
+    def ask_page_select(
+        self,
+        docs: dict[str, Document] | None,
+        doc_id: str | None,
+        cites: list[dict[str, Any]] | None,
+        password: str | None,
+        matter: str | None,
+        space: str | None,
+        evt: gr.SelectData,
+        request: GradioRequest,
+    ):
+        """A click on a row of the citations table: that citation's page (and the picker set to it)."""
+        row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
+        choice = str(row) if isinstance(row, int) else None
+        image, caption = self.ask_page(docs, doc_id, cites, choice, password, matter, request, space)
+        return gr.Dropdown(value=choice) if image is not None else gr.skip(), image, caption
 
     @staticmethod
     def _source(target: Any, answer: Answer) -> str:

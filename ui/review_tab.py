@@ -1,0 +1,551 @@
+"""The workbench's "Data room" tab: a review grid over a collection, filled in as it runs, each cell opened on
+its page with the quote marked, and the grid downloaded as XLSX, CSV or JSON.
+
+Choose one of the session's (or, with API keys, the matter's) collections, or upload PDFs into a new or
+existing one (the Upload tab's collection path: the same upload checks and limits); type questions, one per
+line, and/or tick checklist categories; Run. `DocPipe.review` runs in a worker thread and the table is
+redrawn from its progress events (at most every `STREAM_INTERVAL_S`); the finished grid stays in the session's
+state, on the server. A cell is opened by clicking it in the table or with the pickers below it: its answer,
+note and quotes, and the quote's page rendered with the quote marked (`docpipe.ui.pageview`). Opening a
+cell checks again that the collection is one the user may read now and that the document is in it.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import os
+import queue
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+from gradio import Request as GradioRequest
+
+from docpipe import CHECKLIST, Citation, DocpipeError, Document, ReviewGrid, ReviewProgress
+from docpipe.ui.handlers import BUSY, MAX_QUESTION_CHARS, MODES, Workbench, choice_index
+from docpipe.ui.pageview import show_citation
+from docpipe.ui.uploads import remove_folder
+
+if TYPE_CHECKING:
+    from docpipe import Collection
+
+__all__ = [
+    "EXPORTS",
+    "MAX_GRID_CELLS",
+    "MAX_GRID_QUESTIONS",
+    "MAX_QUESTIONS_TEXT",
+    "STREAM_INTERVAL_S",
+    "ReviewTab",
+    "cell_html",
+    "grid_table",
+]
+
+logger = logging.getLogger(__name__)
+
+MAX_GRID_QUESTIONS = 50  # free questions per grid (checklist categories come on top: at most all 41)
+MAX_QUESTIONS_TEXT = MAX_GRID_QUESTIONS * (MAX_QUESTION_CHARS + 1)  # the questions box, before it is split
+# Documents x columns of one grid run from the page; a bigger data room is a job for `docpipe review`.
+MAX_GRID_CELLS = 10_000
+STREAM_INTERVAL_S = 0.5  # the table is redrawn at most this often while the grid runs
+TABLE_CELL_CHARS = 300
+EXPORTS = (("xlsx", "XLSX"), ("csv", "CSV"), ("json", "JSON"))
+_LABELS = {
+    "present": "Yes",
+    "absent": "No",
+    "uncertain": "Uncertain",
+    "candidate": "Candidate",
+    "not_found": "Not found",
+    "failed": "Failed",
+}
+
+
+def _headers(grid_columns: list[str]) -> list[str]:
+    """Returns the table's headers: Document, then the columns' keys (made unique for the table)."""
+    seen: set[str] = {"Document"}
+    headers = ["Document"]
+    for key in grid_columns:
+        label, n = key, 2
+        while label in seen:
+            label, n = f"{key} ({n})", n + 1
+        seen.add(label)
+        headers.append(label)
+    return headers
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= TABLE_CELL_CHARS else text[: TABLE_CELL_CHARS - 3] + "..."
+
+
+def grid_table(grid: ReviewGrid) -> dict[str, Any]:
+    """Returns the finished grid as the table shows it: one row per document, each cell's status, short answer
+    and pages."""
+    rows = [[_clip(row.name), *(_clip(cell.text) for cell in cells)] for row, cells in zip(grid.rows, grid.cells)]
+    return {"headers": _headers([c.key for c in grid.columns]), "data": rows}
+
+
+def _progress_table(names: list[str], columns: list[str], done: dict[str, int]) -> dict[str, Any]:
+    """Returns the table while the grid runs: a document's cells are ticked once all of them are done."""
+    rows = []
+    width = len(columns)
+    for name in names:
+        count = min(done.get(name, 0), width)
+        mark = "✓ done" if count >= width else "..."
+        rows.append([_clip(f"{name} ({count}/{width})"), *([mark] * width)])
+    return {"headers": _headers(columns), "data": rows}
+
+
+def cell_html(grid: ReviewGrid, r: int, c: int) -> str:
+    """Returns one cell for reading: document and question, status and short answer, note, each quote with its
+    pages and whether it was found verbatim; everything escaped."""
+    row, column, cell = grid.rows[r], grid.columns[c], grid.cells[r][c]
+    parts = [
+        f"<p><b>{html.escape(row.name)}</b> &mdash; {html.escape(column.key)}</p>",
+        f"<p><b>{html.escape(_LABELS.get(cell.status, cell.status))}</b>"
+        + (f": {html.escape(cell.answer)}" if cell.answer else "")
+        + "</p>",
+    ]
+    if cell.note:
+        parts.append(f"<p><small>{html.escape(cell.note)}</small></p>")
+    if cell.quotes:
+        items = "".join(
+            f"<li>{html.escape(q.pages if q.page_start else '?')} {'&#10003;' if q.verified else '&#10007; not verified'}"
+            f"<pre>{html.escape(q.quote)}</pre></li>"
+            for q in cell.quotes
+        )
+        parts.append(f'<ol class="dp-quotes">{items}</ol>')
+    else:
+        parts.append("<p><i>No quote for this cell.</i></p>")
+    return "".join(parts)
+
+
+def _quote_choices(quotes: list[Citation]) -> list[tuple[str, str]]:
+    choices = []
+    for number, q in enumerate(quotes):
+        text = " ".join(q.quote.split())
+        label = f"{number + 1}. {q.pages if q.page_start else '?'}: {text[:70]}{'...' if len(text) > 70 else ''}"
+        choices.append((label, str(number)))
+    return choices
+
+
+class ReviewTab:
+    """The Data room tab's handlers over the app's `Workbench` (its access rules, collections and uploads).
+    `build` lays the tab out inside the app's Blocks and wires its events."""
+
+    def __init__(self, wb: Workbench) -> None:
+        self.wb = wb
+        self.dp = wb.dp
+        self.access = wb.access
+
+    # -- layout ----------------------------------------------------------------------------------------------
+    def build(self, *, docs_state: Any, matter_pick: Any, space: Any, pickers: list[Any], concurrency: int) -> None:
+        """Adds the tab to the Blocks being built; `pickers` are the other tabs' document pickers (an upload
+        here offers its collection there too)."""
+        folder = gr.State(None, delete_callback=remove_folder)
+        grid_state = gr.State(None)
+        with gr.Tab("Data room", id="dataroom") as tab:
+            collection = gr.Dropdown(label="Collection", choices=[], elem_id="dr-collection")
+            with gr.Accordion("Add PDFs to a collection", open=True):
+                files = gr.File(
+                    label="PDF files (the Upload tab's limits apply)",
+                    file_count="multiple",
+                    file_types=[".pdf"],
+                    type="filepath",
+                    elem_id="dr-files",
+                )
+                with gr.Row():
+                    new_name = gr.Textbox(
+                        label="Collection to add them to (created if new; empty: the one chosen above)",
+                        max_length=63,
+                        elem_id="dr-new-collection",
+                        scale=3,
+                    )
+                    add_btn = gr.Button("Add to collection", elem_id="dr-add-btn", scale=1)
+                add_result = gr.HTML(elem_id="dr-add-result")
+            password = gr.Textbox(
+                label="Password (encrypted PDFs only: to add, review and show their pages)",
+                type="password",
+                elem_id="dr-password",
+            )
+            questions = gr.Textbox(
+                label=f"Questions, one per line (at most {MAX_GRID_QUESTIONS})",
+                lines=4,
+                max_length=MAX_QUESTIONS_TEXT,
+                elem_id="dr-questions",
+            )
+            categories = gr.CheckboxGroup(
+                [c.name for c in CHECKLIST], value=[], label="Checklist categories", elem_id="dr-categories"
+            )
+            mode = gr.Radio(MODES, value="think", label="Thinking mode", elem_id="dr-mode")
+            run_btn = gr.Button("Run", variant="primary", elem_id="dr-run")
+            status = gr.Markdown(elem_id="dr-status")
+            table = gr.Dataframe(
+                headers=["Document"],
+                datatype="str",
+                interactive=False,
+                wrap=True,
+                label="Review grid (click a cell to open it)",
+                elem_id="dr-grid",
+            )
+            with gr.Row():
+                cell_doc = gr.Dropdown(label="Document", choices=[], elem_id="dr-cell-doc")
+                cell_col = gr.Dropdown(label="Question", choices=[], elem_id="dr-cell-col")
+                cell_quote = gr.Dropdown(label="Quote", choices=[], elem_id="dr-cell-quote")
+            cell_out = gr.HTML(elem_id="dr-cell")
+            page_img = gr.Image(
+                label="Page", type="pil", format="png", interactive=False, elem_id="dr-page", buttons=["fullscreen"]
+            )
+            page_caption = gr.Markdown(elem_id="dr-page-caption")
+            with gr.Row():
+                downloads = [
+                    gr.DownloadButton(f"Download {label}", visible=False, elem_id=f"dr-{suffix}")
+                    for suffix, label in EXPORTS
+                ]
+
+        tab.select(self.refresh, [matter_pick, space, collection], [collection], api_name=False)
+        matter_pick.change(self.refresh, [matter_pick, space, collection], [collection], api_name=False)
+        add_btn.click(
+            self.add,
+            [files, password, docs_state, matter_pick, new_name, collection, space],
+            [add_result, docs_state, *pickers, files, collection],
+            concurrency_limit=max(1, min(4, concurrency)),
+            concurrency_id="ingest",
+            api_name="review_add",
+        )
+        cell_outputs = [cell_out, cell_quote, page_img, page_caption]
+        run_btn.click(
+            self.run,
+            [collection, questions, categories, mode, password, folder, matter_pick, space],
+            [status, table, grid_state, cell_doc, cell_col, *cell_outputs, folder, *downloads],
+            # A grid is many engine batches at bulk priority: a few at once leave room for questions.
+            concurrency_limit=max(1, min(2, concurrency)),
+            concurrency_id="review",
+            api_name="review",
+        )
+        table.select(
+            self.select_cell,
+            [grid_state, password, matter_pick, space],
+            [cell_doc, cell_col, *cell_outputs],
+            api_name=False,
+        )
+        for picker in (cell_doc, cell_col):
+            picker.input(
+                self.show_cell,
+                [grid_state, cell_doc, cell_col, password, matter_pick, space],
+                cell_outputs,
+                api_name=False,
+            )
+        cell_quote.input(
+            self.show_quote,
+            [grid_state, cell_doc, cell_col, cell_quote, password, matter_pick, space],
+            [page_img, page_caption],
+            api_name=False,
+        )
+
+    # -- collections -----------------------------------------------------------------------------------------
+    def _names(self, matter: str | None, space: str | None, request: Any) -> list[str]:
+        principal = self.access.principal(request)
+        return self.wb.collection_names(principal, matter, space)
+
+    def refresh(self, matter: str | None, space: str | None, current: str | None, request: GradioRequest):
+        """Returns the collection picker with the collections the session may read now."""
+        try:
+            names = self._names(matter, space, request)
+        except DocpipeError:
+            names = []
+        return gr.Dropdown(choices=names, value=current if current in names else (names[0] if names else None))
+
+    def add(
+        self,
+        files: list[str] | str | None,
+        password: str,
+        docs: dict[str, Document] | None,
+        matter: str | None,
+        new_name: str | None,
+        chosen: str | None,
+        space: str | None,
+        request: GradioRequest,
+    ):
+        """Adds the uploads to the named collection through the Upload tab's collection path (the same checks
+        and limits), then offers the collection here and in the other tabs' pickers."""
+        name = (new_name or "").strip() or (chosen or "")
+        result, docs, *pickers, left = self.wb.ingest_collection(files, password, docs, matter, name, space, request)
+        try:
+            names = self._names(matter, space, request)
+        except DocpipeError:
+            names = []
+        value = name if name in names else (chosen if chosen in names else None)
+        return result, docs, *pickers, left, gr.Dropdown(choices=names, value=value)
+
+    def _open(self, name: str | None, matter: str | None, space: str | None, request: Any) -> Collection:
+        """Returns the collection `name` the user may read now (their matter's, or the session's own)."""
+        if not name:
+            raise DocpipeError("choose a collection first, or add PDFs to a new one")
+        coll = self.wb.collection(name, matter, space, request, "read")
+        if not coll.exists:
+            raise DocpipeError(f"there is no collection {name!r} here: choose one from the list")
+        return coll
+
+    # -- running a grid --------------------------------------------------------------------------------------
+    def _columns(self, text: str | None, categories: list[str] | None) -> tuple[list[str], list[str]]:
+        """Returns the free questions and the known checklist categories asked; refuses too many or too long."""
+        text = text or ""
+        if len(text) > MAX_QUESTIONS_TEXT:
+            raise DocpipeError(f"the questions are {len(text)} characters long; keep them under {MAX_QUESTIONS_TEXT}")
+        asked = [line.strip() for line in text.splitlines() if line.strip()]
+        if len(asked) > MAX_GRID_QUESTIONS:
+            raise DocpipeError(f"{len(asked)} questions; a grid takes at most {MAX_GRID_QUESTIONS} from this page")
+        for question in asked:
+            if len(question) > MAX_QUESTION_CHARS:
+                raise DocpipeError(
+                    f"a question is {len(question)} characters long; keep each under {MAX_QUESTION_CHARS}"
+                )
+        known = [c.name for c in CHECKLIST]
+        chosen = [name for name in known if name in set(categories or [])]
+        if not asked and not chosen:
+            raise DocpipeError("type questions (one per line) or tick checklist categories first")
+        return asked, chosen
+
+    def run(
+        self,
+        name: str | None,
+        text: str | None,
+        categories: list[str] | None,
+        mode: str,
+        password: str | None,
+        folder: str | None,
+        matter: str | None,
+        space: str | None,
+        request: GradioRequest,
+    ):
+        """Runs the grid, yielding the table as cells finish, then the finished grid with its downloads."""
+        hidden = [gr.DownloadButton(visible=False) for _ in EXPORTS]
+        cleared = [gr.Dropdown(choices=[], value=None), gr.Dropdown(choices=[], value=None)]
+        empty_cell = ["", gr.Dropdown(choices=[], value=None), None, ""]
+        try:
+            coll = self._open(name, matter, space, request)
+            asked, chosen = self._columns(text, categories)
+            members = coll.documents
+            if not members:
+                raise DocpipeError(f"collection {coll.name} has no documents yet: add PDFs to it first")
+            width = len(asked) + len(chosen)
+            if len(members) * width > MAX_GRID_CELLS:
+                raise DocpipeError(
+                    f"{len(members)} documents x {width} questions is {len(members) * width} cells; this page runs "
+                    f"at most {MAX_GRID_CELLS}: run `docpipe review` for bigger grids"
+                )
+            self.access.record(request, matter, "review", None, asked + chosen)
+        except DocpipeError as exc:
+            yield f"**Error:** {html.escape(str(exc))}", gr.skip(), None, *cleared, *empty_cell, folder, *hidden
+            return
+        names = [m.name for m in members]
+        columns = chosen + [" ".join(q.split()) for q in asked]  # the grid's order: categories, then questions
+        total = len(names) * width
+        yield (
+            f"Running: 0 / {total} cells done",
+            _progress_table(names, columns, {}),
+            None,
+            *cleared,
+            *empty_cell,
+            folder,
+            *hidden,
+        )
+        events: queue.Queue[ReviewProgress | None] = queue.Queue()
+        cancel = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                outcome["grid"] = self.dp.review(
+                    coll,
+                    questions=asked or None,
+                    categories=chosen or None,
+                    mode=mode if mode in MODES else "think",
+                    password=password or None,
+                    progress=events.put,
+                    cancel=cancel,
+                )
+            except BaseException as exc:  # noqa: BLE001 - handed to the generator, which reports it
+                outcome["error"] = exc
+            finally:
+                events.put(None)
+
+        worker = threading.Thread(target=work, name="docpipe-ui-review", daemon=True)
+        done: dict[str, int] = {}
+        last = time.monotonic()
+        try:
+            worker.start()
+            while True:
+                event = events.get()
+                if event is None:
+                    break
+                done[event.document] = done.get(event.document, 0) + 1
+                if time.monotonic() - last >= STREAM_INTERVAL_S:
+                    last = time.monotonic()
+                    line = f"Running: {event.done} / {event.total} cells done"
+                    if event.cached:
+                        line += f" ({event.cached} from the cache)"
+                    yield line, _progress_table(names, columns, done), *[gr.skip()] * (len(hidden) + 8)
+            worker.join()
+        finally:
+            cancel.set()  # the page went away mid-grid: stop between batches (cells done stay cached)
+        error = outcome.get("error")
+        if error is not None:
+            if not isinstance(error, DocpipeError):
+                logger.error("review grid failed", exc_info=error)
+                message = "unexpected error while running the grid (see the server log)"
+            else:
+                message = f"{BUSY} ({error})" if isinstance(error, ConnectionError) else str(error)
+            yield f"**Error:** {html.escape(message)}", gr.skip(), None, *cleared, *empty_cell, folder, *hidden
+            return
+        grid: ReviewGrid = outcome["grid"]
+        try:
+            if not folder or not os.path.isdir(folder):
+                folder = tempfile.mkdtemp(prefix="docpipe-ui-")  # the session's own; never a path from the page
+            paths = self._write(grid, coll.name, Path(folder))
+        except OSError as exc:
+            logger.error("writing the grid's downloads failed: %s", exc)
+            paths = []
+        buttons = [
+            gr.DownloadButton(f"Download {label}", value=str(path), visible=True)
+            for (_suffix, label), path in zip(EXPORTS, paths)
+        ] or hidden
+        summary = grid.summary()
+        line = f"Done: {summary['done']} / {summary['cells']} cells done"
+        if summary["failed"]:
+            line += f", {summary['failed']} failed"
+        if summary["from_cache"]:
+            line += f", {summary['from_cache']} from the cache"
+        state = {"grid": grid, "collection": coll.name, "matter": matter}
+        yield (
+            line + ".",
+            grid_table(grid),
+            state,
+            gr.Dropdown(choices=[(row.name, str(r)) for r, row in enumerate(grid.rows)], value=None),
+            gr.Dropdown(choices=[(col.key, str(c)) for c, col in enumerate(grid.columns)], value=None),
+            *empty_cell,
+            folder,
+            *buttons,
+        )
+
+    @staticmethod
+    def _write(grid: ReviewGrid, name: str, folder: Path) -> list[Path]:
+        """Returns the grid written to `folder` as XLSX, CSV and JSON, named after the collection."""
+        stem = f"{name}-review"
+        paths = [folder / f"{stem}.{suffix}" for suffix, _label in EXPORTS]
+        grid.to_xlsx(paths[0])
+        paths[1].write_text(grid.to_csv(), encoding="utf-8")
+        paths[2].write_text(grid.to_json(), encoding="utf-8")
+        return paths
+
+    # -- opening a cell --------------------------------------------------------------------------------------
+    def _grid(self, state: Any, matter: str | None, space: str | None, request: Any) -> tuple[ReviewGrid, Collection]:
+        """Returns the session's finished grid and its collection, checked to be one the user may read now."""
+        if not isinstance(state, dict) or not isinstance(state.get("grid"), ReviewGrid):
+            raise DocpipeError("run a grid first")
+        if self.access.keyed and state.get("matter") != matter:
+            raise DocpipeError("this grid was run in another matter: run it again here")
+        return state["grid"], self._open(state.get("collection"), matter, space, request)
+
+    def _page(
+        self,
+        grid: ReviewGrid,
+        coll: Collection,
+        r: int,
+        quote: Citation,
+        password: str | None,
+        request: Any,
+        matter: Any,
+    ) -> tuple[Any, str]:
+        """Returns the quote's page image and caption; the row's document must be in the collection."""
+        doc = coll.document(grid.rows[r].document_id, password=password or None)
+        view = show_citation(self.dp, doc, quote, password=password or None)
+        self.access.record(request, matter, "page", doc.id)
+        return view.image(), view.caption
+
+    def _cell(
+        self,
+        state: Any,
+        r: Any,
+        c: Any,
+        q: Any,
+        password: str | None,
+        matter: str | None,
+        space: str | None,
+        request: Any,
+    ) -> tuple[str, Any, Any, str]:
+        try:
+            grid, coll = self._grid(state, matter, space, request)
+            r, c = choice_index(r, len(grid.rows)), choice_index(c, len(grid.columns))
+        except DocpipeError as exc:
+            return f'<div class="dp-err">{html.escape(str(exc))}</div>', gr.Dropdown(choices=[], value=None), None, ""
+        cell = grid.cells[r][c]
+        quotes = cell.quotes
+        picker = gr.Dropdown(choices=_quote_choices(quotes), value=None)
+        if not quotes:
+            return cell_html(grid, r, c), picker, None, "No quote to show on a page."
+        try:
+            index = (
+                choice_index(q, len(quotes))
+                if q is not None
+                else next((i for i, quote in enumerate(quotes) if quote.verified), 0)
+            )
+            picker = gr.Dropdown(choices=_quote_choices(quotes), value=str(index))
+            image, caption = self._page(grid, coll, r, quotes[index], password, request, matter)
+        except DocpipeError as exc:
+            return cell_html(grid, r, c), picker, None, f"**Page not shown:** {html.escape(str(exc))}"
+        except Exception:  # noqa: BLE001 - the user gets a message, the log gets the traceback
+            logger.exception("showing a cell's page failed")
+            return cell_html(grid, r, c), picker, None, "**Page not shown:** unexpected error (see the server log)"
+        return cell_html(grid, r, c), picker, image, caption
+
+    def show_cell(
+        self,
+        state: Any,
+        r: str | None,
+        c: str | None,
+        password: str | None,
+        matter: str | None,
+        space: str | None,
+        request: GradioRequest,
+    ):
+        """Returns the cell the pickers name: its reading, its quote picker, its first quote's page, caption."""
+        if r is None or c is None:
+            return "", gr.Dropdown(choices=[], value=None), None, ""
+        return self._cell(state, r, c, None, password, matter, space, request)
+
+    def select_cell(
+        self,
+        state: Any,
+        password: str | None,
+        matter: str | None,
+        space: str | None,
+        evt: gr.SelectData,
+        request: GradioRequest,
+    ):
+        """A click on the table: that cell (the first question's, for a click on a document's name)."""
+        index = evt.index if isinstance(evt.index, (list, tuple)) and len(evt.index) == 2 else [None, None]
+        r, c = index
+        if not isinstance(r, int) or not isinstance(c, int):
+            return gr.skip(), gr.skip(), "", gr.Dropdown(choices=[], value=None), None, ""
+        column = str(max(c - 1, 0))
+        return str(r), column, *self._cell(state, str(r), column, None, password, matter, space, request)
+
+    def show_quote(
+        self,
+        state: Any,
+        r: str | None,
+        c: str | None,
+        q: str | None,
+        password: str | None,
+        matter: str | None,
+        space: str | None,
+        request: GradioRequest,
+    ):
+        """Returns the page of the chosen quote of the open cell, and its caption."""
+        _html, _picker, image, caption = self._cell(state, r, c, q, password, matter, space, request)
+        return image, caption
