@@ -209,7 +209,11 @@ class EngineSettings(_Section):
     seed: int | None = Field(0, description="Sampling seed (None: random).")
     max_concurrency: int = Field(16, gt=0, description="Requests in flight to a remote server.")
     max_batch_size: int = Field(
-        32, gt=0, description="Dynamic batching: most requests from concurrent callers gathered into one batch."
+        64,
+        gt=0,
+        description="Dynamic batching (in-process engine): most requests in one batch, from concurrent callers "
+        "gathered or one caller's list split; 64 keeps a contract's 41-category checklist one batch. A question "
+        "waits for at most the batch running when it arrives.",
     )
     batch_timeout_ms: float = Field(
         10.0, ge=0, description="Dynamic batching: how long a request waits for others to join its batch."

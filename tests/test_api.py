@@ -224,7 +224,7 @@ def test_invalid_setting_is_a_value_error(monkeypatch: pytest.MonkeyPatch) -> No
         Settings()
 
 
-NESTED_SECTIONS = ["extraction", "chunking", "embedding", "retrieval", "engine", "analysis"]
+NESTED_SECTIONS = ["extraction", "chunking", "embedding", "retrieval", "engine", "analysis", "review"]
 
 
 @pytest.mark.parametrize("section", NESTED_SECTIONS)
@@ -295,7 +295,7 @@ def test_every_settings_field_has_a_description() -> None:
         for name, field in Settings.model_fields.items()
         if inspect.isclass(field.annotation) and issubclass(field.annotation, BaseModel)
     }
-    assert set(nested) == {"extraction", "chunking", "embedding", "retrieval", "engine", "analysis"}
+    assert set(nested) == {"extraction", "chunking", "embedding", "retrieval", "engine", "analysis", "review"}
     for name, field in Settings.model_fields.items():
         assert field.description and field.description.strip(), f"{name} has no description"
     for section, model in nested.items():

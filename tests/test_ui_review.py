@@ -264,7 +264,10 @@ def test_the_grid_streams_as_cells_finish(
     assert first[0] == "Running: 0 / 6 cells done"
     assert len(running) == 6 and [u[0].split(":")[1].split("/")[0].strip() for u in running] == list("123456")
     assert all(row[1:] == ["..."] * 3 for row in first[1]["data"])
-    assert any("✓ done" in row for u in running for row in u[1]["data"])  # a document's row fills in mid-run
+    # Each cell shows its answer as soon as it is done: one more filled cell per update.
+    filled = [sum(cell != "..." for row in u[1]["data"] for cell in row[1:]) for u in running]
+    assert filled == [1, 2, 3, 4, 5, 6]
+    assert running[-1][1]["data"] == final[1]["data"]  # as the finished grid shows them
     assert final[0].startswith("Done: 6 / 6") and final[1]["headers"] == ["Document", CATEGORY, *QUESTIONS]
     assert len(final[1]["data"]) == 2 and all(len(row) == 4 for row in final[1]["data"])
     downloads = [button.value for button in final[-3:]]

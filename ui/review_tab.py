@@ -4,7 +4,7 @@ its page with the quote marked, and the grid downloaded as XLSX, CSV or JSON.
 Choose one of the session's (or, with API keys, the matter's) collections, or upload PDFs into a new or
 existing one (the Upload tab's collection path: the same upload checks and limits); type questions, one per
 line, and/or tick checklist categories; Run. `DocPipe.review` runs in a worker thread and the table is
-redrawn from its progress events (at most every `STREAM_INTERVAL_S`); the finished grid stays in the session's
+redrawn from its progress events (each finished cell filled in, at most every `STREAM_INTERVAL_S`); the finished grid stays in the session's
 state, on the server. A cell is opened by clicking it in the table or with the pickers below it: its answer,
 note and quotes, and the quote's page rendered with the quote marked (`docpipe.ui.pageview`). Opening a
 cell checks again that the collection is one the user may read now and that the document is in it.
@@ -88,14 +88,12 @@ def grid_table(grid: ReviewGrid) -> dict[str, Any]:
     return {"headers": _headers([c.key for c in grid.columns]), "data": rows}
 
 
-def _progress_table(names: list[str], columns: list[str], done: dict[str, int]) -> dict[str, Any]:
-    """Returns the table while the grid runs: a document's cells are ticked once all of them are done."""
-    rows = []
-    width = len(columns)
-    for name in names:
-        count = min(done.get(name, 0), width)
-        mark = "✓ done" if count >= width else "..."
-        rows.append([_clip(f"{name} ({count}/{width})"), *([mark] * width)])
+def _progress_table(names: list[str], columns: list[str], cells: dict[tuple[int, int], str]) -> dict[str, Any]:
+    """Returns the table while the grid runs: each finished cell as the finished grid shows it, the others
+    "..."."""
+    rows = [
+        [_clip(name), *(_clip(cells.get((r, c), "...")) for c in range(len(columns)))] for r, name in enumerate(names)
+    ]
     return {"headers": _headers(columns), "data": rows}
 
 
@@ -375,7 +373,7 @@ class ReviewTab:
                 events.put(None)
 
         worker = threading.Thread(target=work, name="docpipe-ui-review", daemon=True)
-        done: dict[str, int] = {}
+        done: dict[tuple[int, int], str] = {}
         last = time.monotonic()
         try:
             worker.start()
@@ -383,7 +381,8 @@ class ReviewTab:
                 event = events.get()
                 if event is None:
                     break
-                done[event.document] = done.get(event.document, 0) + 1
+                if event.cell is not None:
+                    done[(event.row, event.column)] = event.cell.text
                 if time.monotonic() - last >= STREAM_INTERVAL_S:
                     last = time.monotonic()
                     line = f"Running: {event.done} / {event.total} cells done"

@@ -71,13 +71,18 @@ class ReviewCancelled(DocpipeError):
 
 @dataclass(frozen=True, slots=True)
 class ReviewProgress:
-    """Where a running grid stands: cells done (from the cache or computed, failed ones included) of `total`."""
+    """Where a running grid stands: cells done (from the cache or computed, failed ones included) of `total`,
+    and the cell just finished (`row`, `column` indexes into the grid's rows and columns) so a view can fill
+    it in."""
 
     done: int
     total: int
     cached: int
     failed: int
     document: str = ""
+    row: int = -1
+    column: int = -1
+    cell: Cell | None = None
 
 
 def columns_for(
@@ -162,7 +167,9 @@ def run_grid(
             counts["done"] += 1
             counts["cached"] += cell.cached
             counts["failed"] += cell.status == "failed"
-            snapshot = ReviewProgress(counts["done"], total, counts["cached"], counts["failed"], document)
+            snapshot = ReviewProgress(
+                counts["done"], total, counts["cached"], counts["failed"], document, row=r, column=c, cell=cell
+            )
         if progress is not None:
             progress(snapshot)
 
