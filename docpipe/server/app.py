@@ -26,6 +26,7 @@ from docpipe.server.options import (
     is_loopback,
 )
 from docpipe.server.protocol import head_deadline_protocol
+from docpipe.server.review_routes import install_review_routes
 from docpipe.server.routes import _install_routes
 from docpipe.server.storage import ResultStore
 
@@ -249,10 +250,14 @@ def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Met
         sweeper = asyncio.create_task(_sweep_forever(_app, options.retention_days)) if options.retention_days else None
         try:
             await run_in_threadpool(_warm_up, dp)
+            # Review jobs a stopped server left are taken up again (they resume from the cell cache).
+            retention_s = options.retention_days * 86400.0 if options.retention_days else None
+            await run_in_threadpool(lambda: _app.state.jobs.start(retention_s=retention_s))
             yield
         finally:
             if sweeper is not None:
                 sweeper.cancel()
+            await run_in_threadpool(_app.state.jobs.stop)  # the running grid stays queued for the next start
             metrics.detach()
             await run_in_threadpool(_close_engine, dp)
 
@@ -278,6 +283,7 @@ def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Met
     # Before the routes: this /metrics is matched first (routes.py's unguarded one is to be removed).
     _install_metrics_route(app, options, metrics)
     _install_routes(app)
+    app.state.jobs = install_review_routes(app)
     if options.ui:
         _mount_ui(app, dp, options)
     # Added last = outermost: the observer sees the 400s of the host check and the 413s of the body guard.

@@ -1,0 +1,434 @@
+"""Review jobs: a review grid over a collection, run in the background by `docpipe serve`, one at a time.
+
+A job is a JSON record under ``<home>/jobs/<job id>/job.json`` (folders 0700, files 0600, written atomically),
+with its grid beside it as ``grid.json`` once done. The record holds the request (collection, matter,
+questions, checklist categories, mode, layout), who started it (user and key id, never a secret), its state
+(``queued`` -> ``running`` -> ``done`` / ``failed`` / ``cancelled``), its progress (cells done, total, from
+the cell cache, failed; written at most every second while it runs), its times, and what went wrong.
+
+One runner thread fills one grid at a time (one engine serves them all; a grid already keeps it busy) and
+the others wait their turn. A job left queued or running by a server that stopped is run again when the next
+one starts: every finished cell is in the answer cache, so it continues where it stopped.
+
+The password of an encrypted PDF is held in memory for the run only and never written down: a job resumed
+after a restart runs without it, its record says so, and the rows that need it fail saying how to fill them
+(post the review again with the password: every other cell comes from the cache).
+
+>>> import tempfile; store = JobStore(Path(tempfile.mkdtemp()))
+>>> job = Job.new(matter="deal-x", collection="room", user="alice", key_id="k1", request={"questions": ["Law?"]})
+>>> store.save(job); store.load(job.id).state, store.load("../../etc/passwd")
+('queued', None)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from docpipe.errors import DocpipeError, StoreError
+from docpipe.ingest.store import atomic_write, make_private_dir
+from docpipe.review import ReviewCancelled, ReviewGrid, ReviewProgress
+
+if TYPE_CHECKING:
+    from docpipe.pipeline import DocPipe
+
+__all__ = ["JOB_ID", "JOB_STATES", "MAX_UNFINISHED_PER_USER", "Job", "JobRunner", "JobStore", "TooManyJobs"]
+
+logger = logging.getLogger(__name__)
+
+#: A job id: 32 lowercase hex digits (128 random bits). Anything else names no job and touches no file.
+JOB_ID = re.compile(r"[0-9a-f]{32}")
+JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
+UNFINISHED = ("queued", "running")
+MAX_UNFINISHED_PER_USER = 4  # a user's jobs queued or running at once; more are refused (429)
+_RECORD_FORMAT = 1
+_MAX_FAILURES = 200  # failure lines kept in the record (the grid has every failed cell)
+# The library's fix for a missing password names the CLI and Python; over HTTP it is the review's body.
+_CLI_PASSWORD_FIX = "pass the password (--password on the command line, password= in Python)"
+_HTTP_PASSWORD_FIX = 'send its password ("password" in the JSON body of POST /v1/collections/{name}/review)'
+
+
+class TooManyJobs(Exception):
+    """The user has as many unfinished jobs as the server allows (answered 429)."""
+
+
+@dataclass(slots=True)
+class Job:
+    """One review job's record (see the module docstring); `to_dict` is what ``job.json`` holds."""
+
+    id: str
+    matter: str
+    collection: str
+    user: str
+    key_id: str
+    request: dict[str, Any]
+    state: str = "queued"
+    progress: dict[str, int] = field(default_factory=lambda: {"done": 0, "total": 0, "cached": 0, "failed": 0})
+    created: float = 0.0
+    started: float | None = None
+    finished: float | None = None
+    error: str | None = None
+    notice: str | None = None
+    failures: list[str] = field(default_factory=list)
+    summary: dict[str, Any] | None = None
+    cancel_requested: bool = False
+    resumed: int = 0  # how many times a server start took it up again
+
+    @classmethod
+    def new(cls, *, matter: str, collection: str, user: str, key_id: str, request: dict[str, Any]) -> Job:
+        """Returns a queued job with a fresh random id."""
+        return cls(secrets.token_hex(16), matter, collection, user, key_id, dict(request), created=time.time())
+
+    @property
+    def finished_state(self) -> bool:
+        return self.state not in UNFINISHED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"record_format": _RECORD_FORMAT, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Job:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+class JobStore:
+    """Returns and keeps job records and their grids under `root` (``<home>/jobs``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def _folder(self, job_id: str) -> Path | None:
+        if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
+            return None
+        return self.root / job_id
+
+    def save(self, job: Job) -> None:
+        """Writes the job's record (atomically; 0600 in a 0700 folder)."""
+        folder = self._folder(job.id)
+        if folder is None:
+            raise StoreError("a job id is 32 lowercase hex digits")
+        try:
+            atomic_write(folder / "job.json", json.dumps(job.to_dict(), ensure_ascii=False).encode())
+        except OSError as exc:
+            raise StoreError(
+                f"cannot write the review job's record ({exc.strerror}): free disk space or make the store writable",
+                path=str(folder),
+            ) from exc
+
+    def load(self, job_id: str) -> Job | None:
+        """Returns the job, or None for an id that is malformed or names no job (nothing is read for the first)."""
+        folder = self._folder(job_id)
+        if folder is None:
+            return None
+        try:
+            data = json.loads((folder / "job.json").read_bytes())
+            job = Job.from_dict(data)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, TypeError) as exc:
+            logger.warning("review job %s: unreadable record (%s)", job_id, exc)
+            return None
+        return job if job.id == job_id and job.state in JOB_STATES else None
+
+    def save_grid(self, job_id: str, grid: dict[str, Any]) -> None:
+        folder = self._folder(job_id)
+        if folder is None:
+            raise StoreError("a job id is 32 lowercase hex digits")
+        try:
+            atomic_write(folder / "grid.json", json.dumps(grid, ensure_ascii=False).encode())
+        except OSError as exc:
+            raise StoreError(
+                f"cannot store the review grid ({exc.strerror}): free disk space or make the store writable",
+                path=str(folder),
+            ) from exc
+
+    def load_grid(self, job_id: str) -> ReviewGrid | None:
+        """Returns the finished job's grid, or None."""
+        folder = self._folder(job_id)
+        if folder is None:
+            return None
+        try:
+            return ReviewGrid.from_dict(json.loads((folder / "grid.json").read_bytes()))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            logger.warning("review job %s: unreadable grid (%s)", job_id, exc)
+            return None
+
+    def jobs(self) -> list[Job]:
+        """Returns every job, oldest first."""
+        try:
+            names = [n for n in os.listdir(self.root) if JOB_ID.fullmatch(n)]
+        except FileNotFoundError:
+            return []
+        found = [job for job in (self.load(n) for n in names) if job is not None]
+        return sorted(found, key=lambda j: j.created)
+
+    def delete(self, job_id: str) -> None:
+        folder = self._folder(job_id)
+        if folder is not None and folder.is_dir():
+            tomb = self.root / f".deleted-{job_id}-{uuid.uuid4().hex}"
+            os.rename(folder, tomb)
+            shutil.rmtree(tomb, ignore_errors=True)
+
+
+class JobRunner:
+    """Runs review jobs one at a time in a thread of its own; queued jobs wait their turn (see the module
+    docstring). `start` takes up the jobs a stopped server left; `stop` leaves the running one to be resumed.
+
+    >>> runner = JobRunner(dp, JobStore(dp.store.root / "jobs"))       # doctest: +SKIP
+    >>> runner.start(); job = runner.submit(job, password=None)         # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        dp: DocPipe,
+        store: JobStore,
+        *,
+        max_unfinished_per_user: int = MAX_UNFINISHED_PER_USER,
+        progress_every_s: float = 1.0,
+    ) -> None:
+        self.dp = dp
+        self.store = store
+        self.max_unfinished_per_user = max_unfinished_per_user
+        self.progress_every_s = progress_every_s
+        self._cond = threading.Condition()
+        self._queue: deque[str] = deque()
+        self._live: dict[str, Job] = {}  # queued and running jobs: the records GET reads
+        self._cancel: dict[str, threading.Event] = {}
+        self._passwords: dict[str, str] = {}  # memory only
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self, *, retention_s: float | None = None) -> None:
+        """Queues the jobs a stopped server left queued or running (oldest first), drops finished jobs older
+        than `retention_s`, and starts the runner thread."""
+        make_private_dir(self.store.root)
+        resumed = 0
+        cutoff = time.time() - retention_s if retention_s else None
+        for job in self.store.jobs():
+            if job.state in UNFINISHED:
+                job.state, job.resumed = "queued", job.resumed + 1
+                job.progress = {**job.progress, "done": 0, "cached": 0, "failed": 0}
+                if job.request.get("password_given"):
+                    job.notice = (
+                        "resumed after a server restart without the documents' password, which is never stored: "
+                        'rows of encrypted documents fail; post the review again with "password" to fill them '
+                        "(every other cell comes from the cache)"
+                    )
+                self.store.save(job)
+                with self._cond:
+                    self._live[job.id] = job
+                    self._cancel[job.id] = threading.Event()
+                    self._queue.append(job.id)
+                resumed += 1
+            elif cutoff is not None and (job.finished or job.created) < cutoff:
+                self.store.delete(job.id)
+        if resumed:
+            logger.info("resuming %d review job(s) left by the last run", resumed)
+        self._thread = threading.Thread(target=self._work, name="docpipe-review-jobs", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stops the runner: the running grid stops after its engine batch and stays queued for the next start."""
+        with self._cond:
+            self._stopping = True
+            for event in self._cancel.values():
+                event.set()
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    # -- requests ----------------------------------------------------------------------------
+    def submit(self, job: Job, *, password: str | None = None) -> Job:
+        """Returns the queued job (saved); `TooManyJobs` when its user has the most unfinished jobs allowed."""
+        with self._cond:
+            mine = sum(1 for j in self._live.values() if j.user == job.user)
+            if mine >= self.max_unfinished_per_user:
+                raise TooManyJobs(
+                    f"you have {mine} review jobs queued or running; this server takes at most "
+                    f"{self.max_unfinished_per_user} per user: wait for one to finish (GET /v1/jobs) or cancel one "
+                    "(DELETE /v1/jobs/{id})"
+                )
+            job.request = {**job.request, "password_given": bool(password)}
+            self.store.save(job)
+            self._live[job.id] = job
+            self._cancel[job.id] = threading.Event()
+            if password:
+                self._passwords[job.id] = password
+            self._queue.append(job.id)
+            self._cond.notify_all()
+            return self.snapshot(job)
+
+    def get(self, job_id: str) -> Job | None:
+        """Returns the job as it stands now (a running job's progress as of its last cell)."""
+        with self._cond:
+            live = self._live.get(job_id)
+            if live is not None:
+                return self.snapshot(live)
+        return self.store.load(job_id)
+
+    def jobs(self, matter: str) -> list[Job]:
+        """Returns the jobs of `matter`, newest first."""
+        found = [self.get(j.id) for j in self.store.jobs() if j.matter == matter]
+        return sorted((j for j in found if j is not None), key=lambda j: j.created, reverse=True)
+
+    def position(self, job_id: str) -> int | None:
+        """Returns how many jobs wait ahead of a queued job (0: next), None when it is not queued."""
+        with self._cond:
+            try:
+                return list(self._queue).index(job_id)
+            except ValueError:
+                return None
+
+    def cancel(self, job_id: str, *, wait_s: float = 5.0) -> Job | None:
+        """Returns the job after cancelling it: a queued one at once; a running one stops after the engine
+        batch in progress (waited for up to `wait_s`; `cancel_requested` says it is on its way). None when
+        the job is not queued or running."""
+        with self._cond:
+            job = self._live.get(job_id)
+            if job is None:
+                return None
+            job.cancel_requested = True
+            if job.state == "queued":
+                self._queue.remove(job_id)
+                self._finish(job, "cancelled")
+                return self.snapshot(job)
+            self._cancel[job_id].set()
+            self.store.save(job)
+            self._cond.wait_for(lambda: job_id not in self._live, timeout=wait_s)
+            return self.snapshot(job)
+
+    @staticmethod
+    def snapshot(job: Job) -> Job:
+        return Job.from_dict(json.loads(json.dumps(job.to_dict())))
+
+    # -- the runner --------------------------------------------------------------------------
+    def _finish(self, job: Job, state: str) -> None:
+        """Under the lock: the job's last state, written down; it leaves the live jobs."""
+        job.state, job.finished = state, time.time()
+        self.store.save(job)
+        self._live.pop(job.id, None)
+        self._cancel.pop(job.id, None)
+        self._passwords.pop(job.id, None)
+        self._cond.notify_all()
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._stopping or bool(self._queue))
+                if self._stopping:
+                    return
+                job = self._live[self._queue.popleft()]
+                job.state, job.started, job.finished = "running", time.time(), None
+                cancel = self._cancel[job.id]
+                password = self._passwords.pop(job.id, None)
+                self.store.save(job)
+            try:
+                self._run(job, cancel, password)
+            except Exception:  # noqa: BLE001 - a job's failure must not stop the runner
+                logger.exception("review job %s: unexpected failure", job.id)
+
+    def _run(self, job: Job, cancel: threading.Event, password: str | None) -> None:
+        request = job.request
+        last_save = time.monotonic()
+
+        def progress(step: ReviewProgress) -> None:
+            nonlocal last_save
+            with self._cond:
+                job.progress = {"done": step.done, "total": step.total, "cached": step.cached, "failed": step.failed}
+                if time.monotonic() - last_save >= self.progress_every_s:
+                    self.store.save(job)
+                    last_save = time.monotonic()
+
+        logger.info("review job %s: started", job.id)
+        try:
+            coll = self.dp.collection(job.collection, matter=job.matter)
+            if not coll.exists or not len(coll):
+                raise _JobError(
+                    f"collection {job.collection!r} is gone or empty: add documents to it and post the review again"
+                )
+            grid = self.dp.review(
+                coll,
+                questions=request.get("questions") or None,
+                checklist=bool(request.get("checklist")),
+                categories=request.get("categories") or None,
+                mode=request.get("mode") or "think",
+                layout=request.get("layout"),
+                password=password,
+                progress=progress,
+                cancel=cancel,
+            )
+        except ReviewCancelled:
+            with self._cond:
+                if self._stopping and not job.cancel_requested:
+                    # The server is stopping: the job stays to be resumed at the next start.
+                    job.state = "queued"
+                    self.store.save(job)
+                    self._live.pop(job.id, None)
+                    self._cond.notify_all()
+                    logger.info("review job %s: interrupted by shutdown; resumes at the next start", job.id)
+                    return
+                self._finish(job, "cancelled")
+            logger.info("review job %s: cancelled", job.id)
+            return
+        except (DocpipeError, _JobError) as exc:
+            message = self._client_text(str(exc), job)
+            with self._cond:
+                job.error = message
+                self._finish(job, "failed")
+            logger.info("review job %s: failed (%s)", job.id, type(exc).__name__)
+            return
+        except Exception as exc:
+            reference = uuid.uuid4().hex[:12]
+            logger.error("review job %s: unexpected error %s", job.id, reference, exc_info=exc)
+            with self._cond:
+                job.error = f"unexpected server error (reference {reference}): see the server log"
+                self._finish(job, "failed")
+            return
+        self._clean(grid, job)
+        self.store.save_grid(job.id, grid.to_dict())
+        summary = grid.summary()
+        with self._cond:
+            job.progress = {
+                "done": summary["cells"],
+                "total": summary["cells"],
+                "cached": summary["from_cache"],
+                "failed": summary["failed"],
+            }
+            job.failures = summary["failures"][:_MAX_FAILURES]
+            job.summary = {k: v for k, v in summary.items() if k != "failures"}
+            self._finish(job, "done")
+        logger.info("review job %s: done (%d cells, %d failed)", job.id, summary["cells"], summary["failed"])
+
+    def _client_text(self, text: str, job: Job) -> str:
+        """Returns a failure reason as a client may read it: no server folder in it, the password's fix in
+        HTTP terms."""
+        text = text.replace(str(self.dp.store.root), "the server's store")
+        return text.replace(_CLI_PASSWORD_FIX, _HTTP_PASSWORD_FIX.replace("{name}", job.collection))
+
+    def _clean(self, grid: ReviewGrid, job: Job) -> None:
+        """Rewrites the grid's failure reasons for a client (`_client_text`)."""
+        from dataclasses import replace
+
+        grid.rows = [replace(r, error=self._client_text(r.error, job)) if r.error else r for r in grid.rows]
+        for row in grid.cells:
+            for cell in row:
+                if cell.status == "failed" and cell.note:
+                    cell.note = self._client_text(cell.note, job)
+
+
+class _JobError(Exception):
+    """A job that cannot run, with the reason for its record."""

@@ -1,0 +1,312 @@
+"""The review-job endpoints: a review grid over a collection runs in the background (`docpipe.server.jobs`);
+the caller polls it, downloads the grid, or cancels it::
+
+    POST   /v1/collections/{name}/review   {"questions": [...], "checklist", "categories", "mode", "layout"}
+                                           -> 202, the queued job and its URL (write)
+    GET    /v1/jobs                        the matter's jobs, newest first
+    GET    /v1/jobs/{id}                   state, progress, failures; when done, the grid (JSON)
+    GET    /v1/jobs/{id}/grid?format=      the grid as xlsx, csv, md or json (a download)
+    DELETE /v1/jobs/{id}                   cancels a queued or running job (write)
+
+A job belongs to the matter of the collection it reviews: a key without a grant on that matter gets 404 for
+it, exactly as for an id no job has; reading needs the read role, starting and cancelling write. A job id is
+checked against its strict form before any file is looked at.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Literal
+
+from docpipe.errors import ConfigError, InputError, PasswordRequiredError
+from docpipe.review.run import MAX_COLUMNS, columns_for
+from docpipe.server.access import MATTER_HEADER, AccessDenied, Caller, authenticate, choose_matter
+from docpipe.server.collection_routes import checked_name
+from docpipe.server.errors import _error_body
+from docpipe.server.jobs import Job, JobRunner, JobStore, TooManyJobs
+from docpipe.server.models import _ERRORS
+from docpipe.server.options import TOKEN_ENV
+from docpipe.server.review_models import JobList, JobOut, ReviewRequest
+
+try:  # the serve extra; create_app says how to install it when missing
+    # At module level: FastAPI reads the endpoints' (string) annotations in this module's namespace.
+    from fastapi import Depends, Header, Query, Request, Response
+    from fastapi.responses import JSONResponse
+    from fastapi.security import HTTPAuthorizationCredentials
+    from starlette.exceptions import HTTPException as _HTTPException
+except ImportError:  # pragma: no cover
+    _HTTPException = Exception  # type: ignore[assignment,misc]
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from docpipe.access.keys import KeyStore
+    from docpipe.access.log import AccessLog
+    from docpipe.access.matters import MatterStore
+    from docpipe.pipeline import DocPipe
+    from docpipe.review import ReviewGrid
+    from docpipe.server.options import ServeOptions
+
+__all__ = ["install_review_routes"]
+
+GridFormat = Literal["xlsx", "csv", "md", "json"]
+_MEDIA = {
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "csv": "text/csv; charset=utf-8",
+    "md": "text/markdown; charset=utf-8",
+    "json": "application/json",
+}
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def install_review_routes(app: FastAPI) -> JobRunner:
+    """Defines the review-job routes on `app` and returns the job runner (started by the app's lifespan)."""
+    from fastapi import APIRouter
+    from fastapi.security import HTTPBearer
+
+    from docpipe.server.routes import _is_key
+
+    dp: DocPipe = app.state.dp
+    options: ServeOptions = app.state.options
+    keys: KeyStore = app.state.keys
+    matters: MatterStore = app.state.matters
+    audit: AccessLog = app.state.audit
+    runner = JobRunner(dp, JobStore(dp.store.root / "jobs"))
+    api = APIRouter(prefix="/v1", tags=["review jobs"], responses=_ERRORS)
+
+    # The same credentials and matter choice as every /v1 route (routes.py keeps its own dependency local).
+    bearer = HTTPBearer(
+        auto_error=False,
+        description=f"A per-user API key (docpipe keys create) or the server's token ({TOKEN_ENV}).",
+    )
+
+    def caller(role: str):
+        def dependency(
+            credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
+            x_matter: str | None = Header(
+                None, alias=MATTER_HEADER, description="The matter to act in (default: your key's only matter)."
+            ),
+            matter: str | None = Query(None, description=f"The matter, if not in the {MATTER_HEADER} header."),
+        ) -> Caller:
+            header = f"Bearer {credentials.credentials}" if credentials is not None else None
+            try:
+                return choose_matter(authenticate(keys, options.token, header), x_matter or matter, role)
+            except AccessDenied as exc:
+                extra = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+                raise _HTTPException(exc.status, detail=exc.message, headers=extra) from None
+
+        return dependency
+
+    reader, writer = Depends(caller("read")), Depends(caller("write"))
+
+    @contextlib.contextmanager
+    def logged(who: Caller, action: str, questions: list[str] | None = None, detail: str = "") -> Iterator[None]:
+        outcome = "ok"
+        try:
+            yield
+        except BaseException as exc:
+            outcome = type(exc).__name__
+            raise
+        finally:
+            audit.record(
+                user=who.user,
+                key_id=who.key_id,
+                matter=who.matter,
+                action=action,
+                question=questions,
+                outcome=outcome,
+                detail=detail,
+            )
+
+    def refuse(request: Request, status: int, kind: str, message: str, headers: dict[str, str] | None = None):
+        request.scope["docpipe.error"] = kind
+        return JSONResponse(_error_body(kind, message), status_code=status, headers=headers)
+
+    def find(who: Caller, job_id: str) -> Job:
+        """Returns the job of the caller's matter; 404 (the same for a malformed id, an unknown one and one
+        of another matter) otherwise."""
+        job = runner.get(job_id)  # a malformed id is None before any file is looked at
+        if job is None or job.matter != who.matter:
+            raise _HTTPException(
+                404,
+                detail=f"no review job with id {job_id[:40]!r} in matter {who.matter!r}: GET /v1/jobs lists them",
+            )
+        return job
+
+    def out(job: Job, *, grid: ReviewGrid | None = None, message: str | None = None) -> dict[str, Any]:
+        body = {k: v for k, v in job.to_dict().items() if k in JobOut.model_fields}
+        body.update(url=f"/v1/jobs/{job.id}", position=runner.position(job.id), message=message)
+        body["grid"] = grid.to_dict() if grid is not None else None
+        return body
+
+    def check_columns(body: ReviewRequest) -> list[str]:
+        questions = list(body.questions or [])
+        if not questions and not body.checklist and not body.categories:
+            raise ConfigError(
+                'a review needs columns: send "questions" (a list of questions), "checklist": true (every '
+                'clause category), or "categories" (names of checklist categories)'
+            )
+        if len(questions) > MAX_COLUMNS:
+            raise ConfigError(
+                f"{len(questions)} questions in one review; a grid takes at most {MAX_COLUMNS} columns: split them "
+                "over several reviews"
+            )
+        for number, question in enumerate(questions, 1):
+            if len(question) > options.max_question_chars:
+                raise ConfigError(
+                    f"question {number} is {len(question)} characters long; keep it under {options.max_question_chars}"
+                )
+        try:
+            columns_for(questions, checklist=body.checklist, categories=body.categories)
+        except ConfigError as exc:
+            raise ConfigError(str(exc).replace("a question is empty", 'a question in "questions" is empty')) from None
+        return questions
+
+    def open_grid_documents(who: Caller, grid: ReviewGrid, password: str | None) -> None:
+        """An encrypted PDF's cells quote its text: reading them needs what its text needs (a key that proved
+        the password, or the password)."""
+        for row in grid.rows:
+            record = matters.get(who.matter, row.document_id) if row.document_id else None
+            if record is None or not record.encrypted:
+                continue
+            if _is_key(who) and who.key_id in record.granted:
+                continue
+            if not password:
+                raise PasswordRequiredError(f"{record.name} is encrypted", path=record.name)
+            dp.document(record.id, password=password, name=record.name, matter=who.matter)
+
+    @api.post(
+        "/collections/{name}/review",
+        response_model=JobOut,
+        status_code=202,
+        summary="Start a review job",
+        responses={429: {"description": "You have the most review jobs queued or running allowed"}},
+    )
+    def start_review(name: str, body: ReviewRequest, request: Request, response: Response, who: Caller = writer):
+        """Queues a review grid of the collection: every document against every question (and checklist
+        category). Returns the job (202) at once; GET its URL for progress and, when done, the grid."""
+        coll = dp.collection(checked_name(name), matter=who.matter)
+        if not coll.exists:
+            raise _HTTPException(
+                404,
+                detail=f"no collection {name[:80]!r} in matter {who.matter!r}: GET /v1/collections lists them, "
+                "POST /v1/collections creates one",
+            )
+        questions = check_columns(body)
+        if not len(coll):
+            raise InputError(
+                f"collection {coll.name} has no documents: add some (POST /v1/collections/{coll.name}/documents)"
+            )
+        job = Job.new(
+            matter=who.matter,
+            collection=coll.name,
+            user=who.user,
+            key_id=who.key_id,
+            request={
+                "questions": questions,
+                "checklist": body.checklist,
+                "categories": list(body.categories or []),
+                "mode": body.mode,
+                "layout": body.layout,
+            },
+        )
+        try:
+            with logged(who, "review_start", questions, detail=f"collection {coll.name} job {job.id}"):
+                job = runner.submit(job, password=body.password)
+        except TooManyJobs as exc:
+            return refuse(request, 429, "too_many_jobs", str(exc), {"Retry-After": "30"})
+        response.headers["Location"] = f"/v1/jobs/{job.id}"
+        return out(job)
+
+    @api.get("/jobs", response_model=JobList, summary="The matter's review jobs")
+    def list_jobs(who: Caller = reader) -> dict[str, Any]:
+        """Returns the review jobs of the matter, newest first, without their grids."""
+        with logged(who, "list_jobs"):
+            jobs = runner.jobs(who.matter)
+        return {"matter": who.matter, "jobs": [out(job) for job in jobs]}
+
+    @api.get("/jobs/{job_id}", response_model=JobOut, summary="A review job")
+    def get_job(
+        job_id: str,
+        x_document_password: str | None = Header(None, description="The password of encrypted PDFs it quotes."),
+        who: Caller = reader,
+    ) -> dict[str, Any]:
+        """Returns the job's state and progress (cells done of total, from the cache, failed); when done, its
+        failures and the whole grid."""
+        job = find(who, job_id)
+        grid = runner.store.load_grid(job.id) if job.state == "done" else None
+        if grid is None:
+            return out(job)
+        with logged(who, "read_review", detail=f"collection {job.collection} job {job.id}"):
+            open_grid_documents(who, grid, x_document_password)
+        return out(job, grid=grid)
+
+    @api.get(
+        "/jobs/{job_id}/grid",
+        summary="Download a review grid",
+        response_class=Response,
+        responses={
+            200: {"content": {m.split(";")[0]: {} for m in _MEDIA.values()}, "description": "The grid"},
+            409: {"description": "The job is not done"},
+        },
+    )
+    def download_grid(
+        job_id: str,
+        request: Request,
+        format: GridFormat = Query("xlsx", description="xlsx (Review, Citations, Manifest sheets), csv, md, json."),
+        x_document_password: str | None = Header(None, description="The password of encrypted PDFs it quotes."),
+        who: Caller = reader,
+    ) -> Response:
+        """Returns the finished grid as a file: Excel (a sheet of cells, one of citations, the manifest), CSV,
+        Markdown or JSON."""
+        job = find(who, job_id)
+        grid = runner.store.load_grid(job.id) if job.state == "done" else None
+        if grid is None:
+            return refuse(
+                request,
+                409,
+                "not_done",
+                f"review job {job.id} is {job.state} ({job.progress['done']} of {job.progress['total']} cells): "
+                + ("GET it again when its state is done" if job.state in ("queued", "running") else "it has no grid"),
+            )
+        with logged(who, "download_review", detail=f"collection {job.collection} job {job.id} {format}"):
+            open_grid_documents(who, grid, x_document_password)
+            if format == "xlsx":
+                data: bytes = grid.to_xlsx()
+            elif format == "csv":
+                data = grid.to_csv().encode()
+            elif format == "md":
+                data = grid.to_markdown().encode()
+            else:
+                data = grid.to_json().encode()
+        filename = f"review-{_UNSAFE.sub('_', job.collection)[:60]}-{job.id[:8]}.{format}"
+        return Response(
+            data,
+            media_type=_MEDIA[format],
+            headers={"Content-Disposition": f'attachment; filename="{filename}"', "X-Content-Type-Options": "nosniff"},
+        )
+
+    @api.delete("/jobs/{job_id}", response_model=JobOut, summary="Cancel a review job")
+    def cancel_job(job_id: str, request: Request, who: Caller = writer):
+        """Cancels a queued job at once, a running one after the engine batch in progress (the cells done stay
+        in the cache: posting the review again continues from them)."""
+        job = find(who, job_id)
+        with logged(who, "review_cancel", detail=f"collection {job.collection} job {job.id}"):
+            cancelled = runner.cancel(job.id)
+        if cancelled is None:
+            return refuse(
+                request,
+                409,
+                "not_running",
+                f"review job {job.id} is {job.state} already: only a queued or running job can be cancelled",
+            )
+        if cancelled.state == "cancelled":
+            message = f"cancelled after {cancelled.progress['done']} of {cancelled.progress['total']} cells"
+        else:
+            message = "cancelling: the job stops after the engine batch in progress; GET it to see it stop"
+        return out(cancelled, message=message)
+
+    app.include_router(api)
+    return runner
