@@ -26,7 +26,6 @@ from docpipe.server.options import (
     is_loopback,
 )
 from docpipe.server.protocol import head_deadline_protocol
-from docpipe.server.review_routes import install_review_routes
 from docpipe.server.routes import _install_routes
 from docpipe.server.storage import ResultStore
 
@@ -282,8 +281,7 @@ def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Met
     _install_error_handlers(app)
     # Before the routes: this /metrics is matched first (routes.py's unguarded one is to be removed).
     _install_metrics_route(app, options, metrics)
-    _install_routes(app)
-    app.state.jobs = install_review_routes(app)
+    _install_routes(app)  # also the review-job routes and their runner (app.state.jobs)
     if options.ui:
         _mount_ui(app, dp, options)
     # Added last = outermost: the observer sees the 400s of the host check and the 413s of the body guard.

@@ -17,24 +17,21 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from docpipe.errors import ConfigError, InputError, PasswordRequiredError
 from docpipe.review.run import MAX_COLUMNS, columns_for
-from docpipe.server.access import MATTER_HEADER, AccessDenied, Caller, authenticate, choose_matter
+from docpipe.server.access import Caller
 from docpipe.server.collection_routes import checked_name
 from docpipe.server.errors import _error_body
 from docpipe.server.jobs import Job, JobRunner, JobStore, TooManyJobs
 from docpipe.server.models import _ERRORS
-from docpipe.server.options import TOKEN_ENV
 from docpipe.server.review_models import JobList, JobOut, ReviewRequest
 
 try:  # the serve extra; create_app says how to install it when missing
     # At module level: FastAPI reads the endpoints' (string) annotations in this module's namespace.
-    from fastapi import Depends, Header, Query, Request, Response
+    from fastapi import Header, Query, Request, Response
     from fastapi.responses import JSONResponse
-    from fastapi.security import HTTPAuthorizationCredentials
     from starlette.exceptions import HTTPException as _HTTPException
 except ImportError:  # pragma: no cover
     _HTTPException = Exception  # type: ignore[assignment,misc]
@@ -42,12 +39,8 @@ except ImportError:  # pragma: no cover
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from docpipe.access.keys import KeyStore
-    from docpipe.access.log import AccessLog
-    from docpipe.access.matters import MatterStore
-    from docpipe.pipeline import DocPipe
     from docpipe.review import ReviewGrid
-    from docpipe.server.options import ServeOptions
+    from docpipe.server.routes import RouteKit
 
 __all__ = ["install_review_routes"]
 
@@ -61,64 +54,24 @@ _MEDIA = {
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
-def install_review_routes(app: FastAPI) -> JobRunner:
-    """Defines the review-job routes on `app` and returns the job runner (started by the app's lifespan)."""
+def install_review_routes(app: FastAPI, kit: RouteKit) -> JobRunner:
+    """Defines the review-job routes on `app`, with the credentials, matter choice and access log every /v1
+    route uses (`kit`), and returns the job runner (started by the app's lifespan)."""
     from fastapi import APIRouter
-    from fastapi.security import HTTPBearer
 
     from docpipe.server.routes import _is_key
 
-    dp: DocPipe = app.state.dp
-    options: ServeOptions = app.state.options
-    keys: KeyStore = app.state.keys
-    matters: MatterStore = app.state.matters
-    audit: AccessLog = app.state.audit
+    dp = kit.dp
+    options = kit.options
+    matters = kit.matters
     runner = JobRunner(dp, JobStore(dp.store.root / "jobs"))
     api = APIRouter(prefix="/v1", tags=["review jobs"], responses=_ERRORS)
+    reader, writer = kit.reader, kit.writer
 
-    # The same credentials and matter choice as every /v1 route (routes.py keeps its own dependency local).
-    bearer = HTTPBearer(
-        auto_error=False,
-        description=f"A per-user API key (docpipe keys create) or the server's token ({TOKEN_ENV}).",
-    )
-
-    def caller(role: str):
-        def dependency(
-            credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
-            x_matter: str | None = Header(
-                None, alias=MATTER_HEADER, description="The matter to act in (default: your key's only matter)."
-            ),
-            matter: str | None = Query(None, description=f"The matter, if not in the {MATTER_HEADER} header."),
-        ) -> Caller:
-            header = f"Bearer {credentials.credentials}" if credentials is not None else None
-            try:
-                return choose_matter(authenticate(keys, options.token, header), x_matter or matter, role)
-            except AccessDenied as exc:
-                extra = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-                raise _HTTPException(exc.status, detail=exc.message, headers=extra) from None
-
-        return dependency
-
-    reader, writer = Depends(caller("read")), Depends(caller("write"))
-
-    @contextlib.contextmanager
-    def logged(who: Caller, action: str, questions: list[str] | None = None, detail: str = "") -> Iterator[None]:
-        outcome = "ok"
-        try:
-            yield
-        except BaseException as exc:
-            outcome = type(exc).__name__
-            raise
-        finally:
-            audit.record(
-                user=who.user,
-                key_id=who.key_id,
-                matter=who.matter,
-                action=action,
-                question=questions,
-                outcome=outcome,
-                detail=detail,
-            )
+    def logged(
+        who: Caller, action: str, questions: list[str] | None = None, detail: str = ""
+    ) -> contextlib.AbstractContextManager[None]:
+        return kit.logged(who, action, questions=questions, detail=detail)
 
     def refuse(request: Request, status: int, kind: str, message: str, headers: dict[str, str] | None = None):
         request.scope["docpipe.error"] = kind

@@ -75,7 +75,8 @@ def _is_key(caller: Caller) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class RouteKit:
-    """What the routes of `_install_routes` share with the route modules beside it (`collection_routes`):
+    """What the routes of `_install_routes` share with the route modules beside it (`collection_routes`,
+    `review_routes`):
     the pipeline and stores, the role dependencies, and the helpers that keep every route to one matter."""
 
     dp: DocPipe
@@ -417,6 +418,7 @@ def _install_routes(app: FastAPI) -> None:
         }
 
     from docpipe.server.collection_routes import install_collection_routes
+    from docpipe.server.review_routes import install_review_routes
 
     kit = RouteKit(
         dp=dp,
@@ -434,5 +436,6 @@ def _install_routes(app: FastAPI) -> None:
         check_questions=check_questions,
     )
     install_collection_routes(app, kit)
+    app.state.jobs = install_review_routes(app, kit)
     app.include_router(api)
     app.include_router(public)
