@@ -15,11 +15,11 @@ import httpx
 import pytest
 from test_server import Served, assert_error, serving
 from test_server_collections import CONTRACTS, contract, contract_pdf
-from test_server_matters import new_key
+from test_server_matters import docpipe_cli, new_key
 
 from docpipe import AccessLog
 from docpipe.access.log import question_hash
-from docpipe.server.jobs import MAX_UNFINISHED_PER_USER
+from docpipe.server.jobs import JOB_ID, MAX_UNFINISHED_PER_USER
 
 pytestmark = pytest.mark.integration
 
@@ -34,6 +34,7 @@ PASSWORD = "s3cret-pdf-pw-7731"
 # Long contracts in the big room: its grid of MANY columns runs for about 15 s with the echo engine on a laptop
 # core, so a job started there is still running while a test cancels it or queues others behind it.
 BIG_ROOM = 48
+COLUMNS = 60  # of the killed-server grid: 37 contracts x 60 offline cells, several seconds to run
 
 
 class Client:
@@ -363,7 +364,7 @@ def test_a_killed_server_resumes_its_job_from_the_cell_cache(tmp_path: Path, sam
         items = list(files.items())
         for part in range(0, len(items), 16):
             alice.collection("room", dict(items[part : part + 16]), password=PASSWORD)
-        job = alice.review("room", questions=MANY, password=PASSWORD).json()
+        job = alice.review("room", questions=MANY[:COLUMNS], password=PASSWORD).json()
         record = home / "jobs" / job["id"] / "job.json"
         deadline = time.monotonic() + 120
         while True:  # until the record on disk shows cells done: they are in the cache
@@ -374,17 +375,17 @@ def test_a_killed_server_resumes_its_job_from_the_cell_cache(tmp_path: Path, sam
             time.sleep(0.05)
         first.kill()
     on_disk = json.loads(record.read_bytes())
-    assert on_disk["state"] == "running" and on_disk["progress"]["done"] < 37 * 200, on_disk
+    assert on_disk["state"] == "running" and on_disk["progress"]["done"] < 37 * COLUMNS, on_disk
     done_before = on_disk["progress"]["done"]
 
     with serving(home, "--engine", "extractive", "--no-ui", token=None, log_name="second.log") as second:
         alice = Client(second, key)
-        final = alice.wait(job["id"])
+        final = alice.wait(job["id"], timeout_s=600)
     assert final["state"] == "done" and final["resumed"] == 1, final
     assert "never stored" in final["notice"] and '"password"' in final["notice"]
     grid = final["grid"]
     assert len(grid["manifest"]["cached_cells"]) >= done_before, (len(grid["manifest"]["cached_cells"]), done_before)
-    assert final["progress"]["cached"] >= done_before and final["progress"]["total"] == 37 * 200
+    assert final["progress"]["cached"] >= done_before and final["progress"]["total"] == 37 * COLUMNS
     statuses = {cell["status"] for row in grid["cells"][:-1] for cell in row}
     assert statuses <= {"candidate", "not_found"}, statuses
     # The encrypted contract's row failed for want of its password, saying how to send it.
@@ -396,3 +397,40 @@ def test_a_killed_server_resumes_its_job_from_the_cell_cache(tmp_path: Path, sam
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert PASSWORD.encode() not in path.read_bytes(), path
+
+
+def test_deleting_a_document_or_a_matter_deletes_the_review_jobs_that_quote_it(
+    tmp_path: Path, sample_pdf: Path
+) -> None:
+    """A grid quotes its contracts: it goes with a deleted document (the jobs whose grid has its row; not the
+    others) and with a deleted matter (its running job is cancelled first), and `docpipe rm` does the same."""
+    home = tmp_path / "home"
+    home.mkdir()
+    alice = new_key(home, "alice", "deal-x:admin")
+    with serving(home, "--engine", "echo", "--no-ui", token=None) as served:
+        who = Client(served, alice)
+        who.collection("room-a", {"msa.pdf": sample_pdf.read_bytes()})
+        who.collection("room-b", dict(list(CONTRACTS.items())[:1]))
+        quoting = who.wait(who.review("room-a", questions=QUESTIONS[:1]).json()["id"])
+        other = who.wait(who.review("room-b", questions=QUESTIONS[:1]).json()["id"])
+        assert quoting["state"] == other["state"] == "done"
+        doc_id = quoting["grid"]["rows"][0]["document_id"]
+        gone = who.delete(f"/v1/documents/{doc_id}")
+        assert gone.status_code == 200 and gone.json()["review_jobs"] == 1, gone.text
+        assert who.get(f"/v1/jobs/{quoting['id']}").status_code == 404
+        assert not (home / "jobs" / quoting["id"]).exists()
+        assert who.get(f"/v1/jobs/{other['id']}").json()["state"] == "done"  # it never quoted that contract
+        # `docpipe rm` (no server runner: it deletes the records) takes the other job with its document.
+        other_doc = other["grid"]["rows"][0]["document_id"]
+        rm = docpipe_cli(home, "rm", other_doc)
+        assert rm.returncode == 0 and "1 review jobs" in rm.stdout, rm.stdout + rm.stderr
+        assert who.get(f"/v1/jobs/{other['id']}").status_code == 404
+
+        big = dict(list(many_contracts(16).items()))
+        who.collection("room-c", big)
+        running = who.review("room-c", questions=MANY[:100]).json()
+        who.wait(running["id"], "running")
+        ended = who.delete("/v1/matters/deal-x")
+        assert ended.status_code == 200 and ended.json()["review_jobs"] == 1, ended.text
+        time.sleep(1.5)  # past the runner's progress writes: a cancelled job must not be written back
+        assert [p.name for p in (home / "jobs").iterdir() if JOB_ID.fullmatch(p.name)] == []

@@ -154,7 +154,8 @@ def _cmd_rm(dp, args) -> int:
             print(f"deleted {short(item['id'])} {item['name'] or '-'} ({item['pages']} pages){also}")
         print(
             f"removed {removed.documents} matter records, {removed.results} answers and reports, "
-            f"{removed.cached_answers} cached answers; {removed.purged} documents left the store"
+            f"{removed.cached_answers} cached answers, {removed.review_jobs} review jobs; "
+            f"{removed.purged} documents left the store"
         )
     return 0
 

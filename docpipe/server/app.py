@@ -282,6 +282,7 @@ def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Met
     # Before the routes: this /metrics is matched first (routes.py's unguarded one is to be removed).
     _install_metrics_route(app, options, metrics)
     _install_routes(app)  # also the review-job routes and their runner (app.state.jobs)
+    app.state.housekeeper.jobs = app.state.jobs  # deleting a document or matter cancels the jobs quoting it
     if options.ui:
         _mount_ui(app, dp, options)
     # Added last = outermost: the observer sees the 400s of the host check and the 413s of the body guard.

@@ -1,5 +1,6 @@
 """Deletion and retention across every place a document leaves traces: its matters' records, the stored
-answers and reports, the answer cache and the content-addressed store (PDF, extracted text, indexes).
+answers and reports, review jobs and their grids, the answer cache and the content-addressed store (PDF,
+extracted text, indexes).
 The server's DELETE routes, its retention sweep and ``docpipe rm`` all go through `Housekeeper`."""
 
 from __future__ import annotations
@@ -7,9 +8,10 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from docpipe.access.matters import MatterStore
+from docpipe.server.jobs import JobRunner, JobStore
 from docpipe.server.storage import ResultStore
 
 if TYPE_CHECKING:
@@ -28,12 +30,14 @@ class Removed:
     results: int = 0
     purged: int = 0
     cached_answers: int = 0
+    review_jobs: int = 0
 
     def __iadd__(self, other: Removed) -> Removed:
         self.documents += other.documents
         self.results += other.results
         self.purged += other.purged
         self.cached_answers += other.cached_answers
+        self.review_jobs += other.review_jobs
         return self
 
 
@@ -45,10 +49,19 @@ class Housekeeper:
     (cheap to recompute; they may quote what the leaving matter asked about).
     """
 
-    def __init__(self, dp: DocPipe, matters: MatterStore | None = None, results: ResultStore | None = None) -> None:
+    def __init__(
+        self,
+        dp: DocPipe,
+        matters: MatterStore | None = None,
+        results: ResultStore | None = None,
+        jobs: JobRunner | JobStore | None = None,
+    ) -> None:
         self.dp = dp
         self.matters = matters or MatterStore(dp.store.root)
         self.results = results or ResultStore(dp.store.root / "serve")
+        # Review jobs: their grids quote the documents. A server passes its runner (unfinished jobs are
+        # cancelled first); `docpipe rm` deletes the records.
+        self.jobs: JobRunner | JobStore = jobs or JobStore(dp.store.root / "jobs")
 
     def _settle(self, doc_id: str) -> Removed:
         if self.matters.holders(doc_id):
@@ -63,21 +76,40 @@ class Housekeeper:
 
     def remove(self, matter: str, doc_id: str) -> Removed:
         """Removes the document from `matter` (its record, answers and reports, its place in the matter's
-        collections), then settles the store."""
+        collections, the review jobs that quote it), then settles the store."""
+        jobs = self._forget_jobs(matter=matter, document=doc_id)
         self._leave_collections(matter, doc_id)
         held = self.matters.remove(matter, doc_id)
-        removed = Removed(documents=int(held), results=self.results.delete_document(doc_id, matter=matter))
+        removed = Removed(
+            documents=int(held), results=self.results.delete_document(doc_id, matter=matter), review_jobs=jobs
+        )
         removed += self._settle(doc_id)
         return removed
 
+    def _forget_jobs(self, **which: Any) -> int:
+        if isinstance(self.jobs, JobRunner):
+            return self.jobs.forget(**which)
+        return self.jobs.forget(collection_holds=self._held_by_collection(which.get("document")), **which)
+
+    def _held_by_collection(self, doc_id: str | None) -> Any:
+        def holds(job: Any) -> bool:
+            coll = self.dp.collection(job.collection, matter=job.matter)
+            return doc_id is not None and coll.exists and doc_id in coll
+
+        return holds
+
     def delete_matter(self, matter: str) -> Removed:
-        """Removes the whole matter: its documents' records, its collections, its answers and reports, then
-        settles the store for each of its documents."""
+        """Removes the whole matter: its documents' records, its collections, its review jobs, its answers and
+        reports, then settles the store for each of its documents."""
+        jobs = self._forget_jobs(matter=matter)
         for coll in self.dp.collections(matter=matter):
             coll.delete()  # also drops the pipeline's loaded copy of the collection's index
         ids = self.matters.delete_matter(matter)
         removed = Removed(
-            documents=len(ids), results=self.results.delete_matter(matter), cached_answers=self.dp.forget_matter(matter)
+            documents=len(ids),
+            results=self.results.delete_matter(matter),
+            cached_answers=self.dp.forget_matter(matter),
+            review_jobs=jobs,
         )
         for doc_id in ids:
             removed += self._settle(doc_id)
@@ -85,7 +117,7 @@ class Housekeeper:
 
     def purge(self, doc_id: str) -> Removed:
         """Removes the document from every matter and from the store: nothing of it is left."""
-        removed = Removed()
+        removed = Removed(review_jobs=self._forget_jobs(document=doc_id))
         for matter in self.matters.matters():
             self._leave_collections(matter, doc_id)
         for matter in self.matters.holders(doc_id):
@@ -99,7 +131,11 @@ class Housekeeper:
         """Removes what is older than `max_age_s`: stored answers and reports, cached answers, and documents
         uploaded into a matter that long ago (with what they left in the store)."""
         cutoff = time.time() - max_age_s
-        removed = Removed(results=self.results.sweep(max_age_s), cached_answers=self.dp.sweep_answers(max_age_s))
+        removed = Removed(
+            results=self.results.sweep(max_age_s),
+            cached_answers=self.dp.sweep_answers(max_age_s),
+            review_jobs=self._forget_jobs(finished_before=cutoff),
+        )
         for matter in self.matters.matters():
             for record in self.matters.documents(matter):
                 if record.added < cutoff:

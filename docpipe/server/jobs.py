@@ -107,6 +107,9 @@ class JobStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        # Jobs deleted while their runner still held them: never written again (a late save would bring back
+        # a grid that quotes a deleted document or matter).
+        self._deleted: set[str] = set()
 
     def _folder(self, job_id: str) -> Path | None:
         if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
@@ -114,10 +117,12 @@ class JobStore:
         return self.root / job_id
 
     def save(self, job: Job) -> None:
-        """Writes the job's record (atomically; 0600 in a 0700 folder)."""
+        """Writes the job's record (atomically; 0600 in a 0700 folder); nothing for a deleted job."""
         folder = self._folder(job.id)
         if folder is None:
             raise StoreError("a job id is 32 lowercase hex digits")
+        if job.id in self._deleted:
+            return
         try:
             atomic_write(folder / "job.json", json.dumps(job.to_dict(), ensure_ascii=False).encode())
         except OSError as exc:
@@ -145,6 +150,8 @@ class JobStore:
         folder = self._folder(job_id)
         if folder is None:
             raise StoreError("a job id is 32 lowercase hex digits")
+        if job_id in self._deleted:
+            return
         try:
             atomic_write(folder / "grid.json", json.dumps(grid, ensure_ascii=False).encode())
         except OSError as exc:
@@ -175,9 +182,46 @@ class JobStore:
         found = [job for job in (self.load(n) for n in names) if job is not None]
         return sorted(found, key=lambda j: j.created)
 
+    def quotes(self, job_id: str, doc_id: str) -> bool:
+        """Returns True when the finished job's grid has a row for `doc_id` (so may quote it)."""
+        grid = self.load_grid(job_id)
+        return grid is not None and any(row.document_id == doc_id for row in grid.rows)
+
+    def forget(
+        self,
+        *,
+        matter: str | None = None,
+        document: str | None = None,
+        finished_before: float | None = None,
+        collection_holds: Any = None,
+    ) -> int:
+        """Deletes the jobs that match and returns how many: every job of `matter`; every job whose grid has a
+        row for `document` (an unfinished one: whose collection holds it, by `collection_holds(job)`); every
+        finished job that ended before `finished_before`. Their grids quote contracts: they go with them.
+        A job with a grid is matched to `document` by its rows; one without (queued, running, cancelled, failed)
+        by its collection."""
+        count = 0
+        for job in self.jobs():
+            if matter is not None and job.matter != matter:
+                continue
+            if document is not None:
+                has_grid = job.state == "done"
+                if has_grid and not self.quotes(job.id, document):
+                    continue
+                if not has_grid and not (collection_holds is not None and collection_holds(job)):
+                    continue
+            if finished_before is not None and (not job.finished_state or (job.finished or 0) >= finished_before):
+                continue
+            self.delete(job.id)
+            count += 1
+        return count
+
     def delete(self, job_id: str) -> None:
         folder = self._folder(job_id)
-        if folder is not None and folder.is_dir():
+        if folder is None:
+            return
+        self._deleted.add(job_id)
+        if folder.is_dir():
             tomb = self.root / f".deleted-{job_id}-{uuid.uuid4().hex}"
             os.rename(folder, tomb)
             shutil.rmtree(tomb, ignore_errors=True)
@@ -310,6 +354,24 @@ class JobRunner:
             self.store.save(job)
             self._cond.wait_for(lambda: job_id not in self._live, timeout=wait_s)
             return self.snapshot(job)
+
+    def forget(
+        self, *, matter: str | None = None, document: str | None = None, finished_before: float | None = None
+    ) -> int:
+        """Cancels the unfinished jobs that match (see `JobStore.forget`: of `matter`, or reviewing a collection
+        that holds `document`), then deletes every matching job with its grid; returns how many went."""
+
+        def holds(job: Job) -> bool:
+            coll = self.dp.collection(job.collection, matter=job.matter)
+            return coll.exists and document in coll
+
+        if finished_before is None:  # only finished jobs age out
+            for job in [j for j in self.store.jobs() if not j.finished_state]:
+                if (matter is None or job.matter == matter) and (document is None or holds(job)):
+                    self.cancel(job.id)
+        return self.store.forget(
+            matter=matter, document=document, finished_before=finished_before, collection_holds=holds
+        )
 
     @staticmethod
     def snapshot(job: Job) -> Job:

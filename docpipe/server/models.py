@@ -252,6 +252,7 @@ class Deleted(BaseModel):
     purged: int = Field(
         description="Documents whose PDF, text, indexes and cached answers left the store (no other matter holds them)."
     )
+    review_jobs: int = Field(0, description="Review jobs removed with their grids (they quoted what was deleted).")
 
 
 # -- collections ------------------------------------------------------------------------------------------------

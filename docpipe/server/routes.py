@@ -236,6 +236,7 @@ def _install_routes(app: FastAPI) -> None:
             "documents": removed.documents,
             "answers_and_reports": removed.results,
             "purged": removed.purged,
+            "review_jobs": removed.review_jobs,
         }
 
     # -- documents -------------------------------------------------------------------------------------
@@ -337,6 +338,7 @@ def _install_routes(app: FastAPI) -> None:
             "documents": removed.documents,
             "answers_and_reports": removed.results,
             "purged": removed.purged,
+            "review_jobs": removed.review_jobs,
         }
 
     def ask_sync(who: Caller, doc_id: str, body: AskRequest) -> dict[str, Any]:
