@@ -6,6 +6,10 @@ Thinking budget: a thinking request with ``max_thinking_tokens`` runs in two ste
 ``</think>`` or at the budget; when the budget cut the thought, it is closed with Qwen's recommended
 "Considering the limited time..." line, and the answer is generated from there. The answer never holds
 the thinking; `GenerationResult.thinking_truncated` says when the budget cut it.
+
+Prefix cache: every result carries ``extra["cached_tokens"]``, vLLM's ``RequestOutput.num_cached_tokens``: how
+many of the prompt's tokens the prefix cache served instead of computing them (whole KV blocks; at most the
+prompt less one token, which is always computed to sample from).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import asyncio
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -136,6 +141,9 @@ class VLLMEngine:
         self.startup_s = time.perf_counter() - started
         self.tokenizer = self._llm.get_tokenizer()
         self.batch_sizes: list[int] = []
+        # vllm.LLM is not thread-safe and runs one batch at a time: callers in threads (a review grid keeps two
+        # batches in flight) take turns instead of interleaving steps of one engine.
+        self._lock = threading.Lock()
         logger.info("vLLM engine for %s up in %.1f s", model, self.startup_s)
 
     def render(self, request: GenerationRequest) -> str:
@@ -151,7 +159,8 @@ class VLLMEngine:
         from vllm.exceptions import VLLMError
 
         try:
-            return self._generate(requests)
+            with self._lock:
+                return self._generate(requests)
         except (ValueError, VLLMError) as exc:  # vLLM rejects the whole batch, e.g. a prompt over the window
             raise _rejected(exc, self.model) from exc
 
@@ -225,6 +234,17 @@ class VLLMEngine:
                     prompt_tokens=len(first[i].prompt_token_ids or []),
                     completion_tokens=len(first[i].outputs[0].token_ids) + len(output.outputs[0].token_ids),
                     thinking_truncated=cut,
+                    # prompt_tokens and cached_tokens are the first pass's: the request's own prompt, as a
+                    # one-pass request counts it, so a grid's cached / prompt share means the same in both.
+                    # The second pass re-reads that prompt plus the thought, which this request's first pass
+                    # left in the cache by construction; summed in, a request's continuation of itself would
+                    # count as sharing and lift every layout's hit rate above half. It is reported apart (as the
+                    # OpenAI backend does): its prompt - cached is the little it recomputed.
+                    extra={
+                        "cached_tokens": _cached(first[i]),
+                        "continuation_prompt_tokens": len(output.prompt_token_ids or []),
+                        "continuation_cached_tokens": _cached(output),
+                    },
                 )
         return results  # type: ignore[return-value]
 
@@ -239,7 +259,14 @@ class VLLMEngine:
             prompt_tokens=len(output.prompt_token_ids or []),
             completion_tokens=len(choice.token_ids),
             thinking_truncated=not complete,
+            extra={"cached_tokens": _cached(output)},
         )
+
+    def reset_prefix_cache(self) -> bool:
+        """Empties vLLM's prefix cache (say, to measure prompt layouts from the same cold start); False when
+        vLLM could not (requests still running)."""
+        with self._lock:
+            return bool(self._llm.reset_prefix_cache())
 
     def close(self) -> None:
         """Releases the engine (and its KV cache)."""
@@ -307,6 +334,7 @@ class AsyncVLLMEngine:
         finished = False
         finish_reason = "stop"
         prompt_tokens = completion_tokens = 0
+        cached_tokens: int | None = None
         from vllm.exceptions import VLLMError
 
         self._in_flight += 1
@@ -320,6 +348,7 @@ class AsyncVLLMEngine:
                 self.in_flight_samples.append(self._in_flight)
                 choice = output.outputs[0]
                 prompt_tokens = len(output.prompt_token_ids or []) or prompt_tokens
+                cached_tokens = _cached(output) if cached_tokens is None else max(cached_tokens, _cached(output))
                 completion_tokens += len(choice.token_ids)
                 if choice.text and first_token is None:
                     first_token = time.perf_counter() - started
@@ -349,6 +378,7 @@ class AsyncVLLMEngine:
                 latency_s=time.perf_counter() - started,
                 first_token_s=first_token,
                 thinking_truncated=not complete,
+                extra={"cached_tokens": cached_tokens or 0},
             ),
         )
 
@@ -370,6 +400,11 @@ class AsyncVLLMEngine:
         if engine is not None:
             engine.shutdown()
             self._engine = None
+
+
+def _cached(output: Any) -> int:
+    """Returns the prompt tokens vLLM's prefix cache served for `output` (0 when it does not say)."""
+    return int(getattr(output, "num_cached_tokens", None) or 0)
 
 
 def _rejected(exc: Exception, model: str) -> EngineError:
