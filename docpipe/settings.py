@@ -277,12 +277,14 @@ class ReviewSettings(_Section):
     """Review grids (documents x questions): how a document's cells share their prompt, and the stream of
     batches they go to the engine in."""
 
-    layout: Literal["shared", "per_cell"] = Field(
-        "shared",
+    layout: Literal["auto", "shared", "per_cell"] = Field(
+        "auto",
         description="shared: a document's cells share one context (the whole document when it fits "
         "shared_budget_tokens, else the sections retrieved for all its questions, in document order; the "
-        "cell's question last), so vLLM's prefix cache computes it once per document; per_cell: each cell gets only its own question's sections (smaller prompts, no "
-        "shared prefix beyond the instructions). Offline (no model) cells always search per cell.",
+        "cell's question last), so vLLM's prefix cache computes it once per document; per_cell: each cell gets "
+        "only its own question's sections. auto: per_cell for cells that think (decode-bound: a longer context "
+        "slows every generated token more than the prefix cache saves), shared for cells that answer directly. "
+        "Offline (no model) cells always search per cell.",
     )
     shared_budget_tokens: int = Field(
         16384,

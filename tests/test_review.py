@@ -121,10 +121,10 @@ def test_a_documents_cells_share_their_prompt_up_to_the_question_unless_per_cell
     tmp_path: Path, sample_pdf: Path
 ) -> None:
     engine = RecordingEngine()
-    dp = pipe(tmp_path, engine)
+    dp = pipe(tmp_path, engine, review={"shared_budget_tokens": 32000})
     doc = dp.ingest(sample_pdf)
     columns = {"questions": [TERMINATION, LAW], "categories": ["Insurance", "Parties"]}
-    dp.review([sample_pdf], use_cache=False, **columns)
+    dp.review([sample_pdf], use_cache=False, layout="shared", **columns)
     shared = [r.messages[-1]["content"].rpartition("Question:")[0] for r in engine.requests]
     assert len(shared) == 4 and len(set(shared)) == 1  # one prefix for the document's four cells
     assert _sections(engine.requests[0]) == [s.id for s in doc.sections]  # it fits: the whole contract
@@ -135,13 +135,30 @@ def test_a_documents_cells_share_their_prompt_up_to_the_question_unless_per_cell
     per_cell = [_sections(r) for r in engine.requests]
     # A contract longer than the shared budget: each column's sections in turn, its best one first.
     engine.requests.clear()
-    pipe(tmp_path, engine, review={"shared_budget_tokens": 1500}).review([sample_pdf], use_cache=False, **columns)
+    narrow = pipe(tmp_path, engine, review={"shared_budget_tokens": 1500})
+    narrow.review([sample_pdf], use_cache=False, layout="shared", **columns)
     narrowed = _sections(engine.requests[0])
     assert len({tuple(_sections(r)) for r in engine.requests}) == 1
     assert set(narrowed) <= set().union(*per_cell) and len(narrowed) < len(doc.sections)
     assert narrowed == sorted(narrowed, key=lambda sid: int(sid[1:]))  # document order
     best = [next(sid for sid in cell if sid != doc.sections[0].id) for cell in per_cell]
     assert sum(sid in narrowed for sid in best) >= 3, (best, narrowed)
+
+
+def test_the_layout_follows_the_thinking_mode_unless_set(tmp_path: Path, sample_pdf: Path) -> None:
+    """Thinking cells are decode-bound (each token reads the cell's whole context): auto gives them their own
+    sections; cells that answer directly share the document's context."""
+    engine = RecordingEngine()
+    dp = pipe(tmp_path, engine)
+    columns = {"questions": [TERMINATION, LAW]}
+    for mode, layout, prompts in (("think", "per_cell", 2), ("no_think", "shared", 1)):
+        engine.requests.clear()
+        grid = dp.review([sample_pdf], use_cache=False, mode=mode, **columns)
+        assert grid.manifest.layout == layout and grid.manifest.mode == mode
+        assert len({r.messages[-1]["content"].rpartition("Question:")[0] for r in engine.requests}) == prompts
+    assert (
+        pipe(tmp_path, engine, review={"layout": "shared"}).review([sample_pdf], **columns).manifest.layout == "shared"
+    )
 
 
 def test_the_stream_goes_in_batches_of_the_configured_size_in_document_order(tmp_path: Path, room: Path) -> None:
@@ -275,6 +292,7 @@ def test_bad_columns_are_refused_before_any_work(tmp_path: Path, sample_pdf: Pat
 
 def test_exports_hold_every_cell_and_round_trip(tmp_path: Path, room: Path) -> None:
     import openpyxl
+
     (room / "=HYPERLINK(evil).pdf").write_bytes(agreement_pdf("Evil Corp", "Victim Inc", "ten (10)", "Texas"))
     grid = pipe(tmp_path, RecordingEngine()).review(room, questions=[TERMINATION, LAW])
     assert ReviewGrid.from_dict(json.loads(grid.to_json())).to_dict() == grid.to_dict()
@@ -354,6 +372,7 @@ def test_the_cli_writes_the_grid_and_exits_1_when_cells_failed(
     tmp_path: Path, room: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import openpyxl
+
     home = ["--preset", "test", "--home", str(tmp_path / "home"), "--engine", "echo"]
     out = tmp_path / "grid.xlsx"
     assert main(["review", *home, str(room), "-q", TERMINATION, "--categories", "Governing Law", "-o", str(out)]) == 0

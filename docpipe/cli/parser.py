@@ -123,9 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["think", "no_think", "auto"], default="think", help="Qwen3 thinking mode")
     p.add_argument(
         "--layout",
-        choices=["shared", "per_cell"],
-        help="shared (default): a document's cells share one context, computed once by the prefix cache; "
-        "per_cell: each cell only its own sections",
+        choices=["auto", "shared", "per_cell"],
+        help="shared: a document's cells share one context, computed once by the prefix cache; per_cell: each "
+        "cell only its own sections; auto (default): per_cell when cells think, shared when they do not",
     )
     p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
     p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")

@@ -5,11 +5,14 @@ Per document (row): its index is opened (a document that cannot be read fails it
 the grid goes on); every column's sections are retrieved (the columns' queries are embedded once for the whole
 grid); then, with a language model, one request per cell:
 
-- layout ``shared`` (default): the cells of a document share one context: the whole document when it fits
+- layout ``shared`` (``auto``'s choice for cells that answer directly): the cells of a document share one
+  context: the whole document when it fits
   `review.shared_budget_tokens` (and the model's window), else the sections retrieved for all its columns
   taken best-first in turn until the budget is full, in document order. The system prompt and that context come first and the cell's question last, so the engine's
   prefix cache computes a document's context once for all its cells;
-- layout ``per_cell``: each cell gets only its own column's sections.
+- layout ``per_cell`` (``auto``'s choice for cells that think, the default): each cell gets only its own
+  column's sections. A thinking cell is decode-bound, and decode reads the cell's whole context at every token:
+  a shared context several times longer costs more decode than its prefix cache saves (benchmarks/GPU.md).
 
 Each cell is cached by content (`docpipe.answer.core.answer_cache_key`: the document, the question, the sections
 given, mode, model and revision, sampling, prompt version, index fingerprint, matter), as soon as its batch
@@ -63,6 +66,9 @@ logger = logging.getLogger(__name__)
 MAX_COLUMNS = 200  # a grid is read by a person: more columns than this is a mistake, not a review
 MAX_QUESTION_CHARS = 2000  # a column's question goes into every row's prompts: a question, not a document
 _IN_FLIGHT = 2  # engine batches submitted at once: one running, one ready to start
+# Qwen3 tokens of a section's label and tags in the prompt (id, pages, heading), beside its text: measured
+# about 50 on CUAD contracts (benchmarks/review_grid.py), so a shared context stays within its budget.
+SECTION_MARKUP_TOKENS = 50
 
 
 class ReviewCancelled(DocpipeError):
@@ -150,8 +156,13 @@ def run_grid(
     from docpipe.engine.base import PRIORITY_BULK
 
     layout = layout or settings.review.layout
-    if layout not in ("shared", "per_cell"):
-        raise ConfigError(f"unknown layout {layout!r}: use shared or per_cell")
+    if layout not in ("auto", "shared", "per_cell"):
+        raise ConfigError(f"unknown layout {layout!r}: use auto, shared or per_cell")
+    if layout == "auto":
+        # Cells that think are decode-bound: each running cell reads its whole context at every generated
+        # token, so a 13k-token shared context costs more decode than its prefix cache saves in prefill
+        # (benchmarks/GPU.md). Cells that answer directly are prefill-bound: the shared context wins.
+        layout = "per_cell" if mode != "no_think" else "shared"
     started = time.perf_counter()
     created = _now()
     total = len(rows) * len(columns)
@@ -331,7 +342,7 @@ def _shared_context(index: SearchIndex, contexts: list[list[Hit]], budget: int) 
     """Returns one context for all of a document's cells: the whole document when it fits `budget` tokens (no
     retrieval miss is possible then); otherwise each column's sections taken in turn, best first (the first of
     every column, then the second ...), each section once, while they fit. In document order."""
-    if sum(s.n_tokens for s in index.doc.sections) <= budget:
+    if sum(s.n_tokens + SECTION_MARKUP_TOKENS for s in index.doc.sections) <= budget:
         return index.sections()
     ranked = [sorted(hits, key=lambda h: (h.role != "front_matter", h.rank)) for hits in contexts]
     chosen: dict[str, Hit] = {}
@@ -342,10 +353,11 @@ def _shared_context(index: SearchIndex, contexts: list[list[Hit]], budget: int) 
             if level >= len(hits) or hits[level].section_id in chosen:
                 continue
             hit = hits[level]
-            if used + hit.n_tokens > budget:
+            cost = hit.n_tokens + SECTION_MARKUP_TOKENS
+            if used + cost > budget:
                 continue
             chosen[hit.section_id] = hit
-            used += hit.n_tokens
+            used += cost
     return sorted(chosen.values(), key=_order)
 
 

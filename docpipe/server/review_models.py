@@ -24,8 +24,10 @@ class ReviewRequest(BaseModel):
         None, description="Checklist categories to add as columns, e.g. Governing Law (see the checklist)."
     )
     mode: Mode = Field("think", description="Thinking mode of the cells (default think).")
-    layout: Literal["shared", "per_cell"] | None = Field(
-        None, description="shared: a document's cells share one context; per_cell: each its own (server default)."
+    layout: Literal["auto", "shared", "per_cell"] | None = Field(
+        None,
+        description="shared: a document's cells share one context; per_cell: each its own; auto: per_cell when "
+        "cells think, shared when not (the server's default, DOCPIPE_REVIEW__LAYOUT).",
     )
     password: str | None = Field(
         None,
