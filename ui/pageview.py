@@ -304,7 +304,9 @@ def _child_main(request: dict[str, Any], reply_fd: int) -> None:
         import pypdfium2
         from PIL import Image, ImageDraw
 
-        _limit_memory(request["memory_limit_mb"])
+        from docpipe.ingest.extract.common import limit_memory  # the extraction worker's cap
+
+        limit_memory(request["memory_limit_mb"])
         header, png = _draw(request, pypdfium2, Image, ImageDraw)
     except _Refused as exc:
         header = {"error": [exc.kind, str(exc)]}
@@ -378,15 +380,3 @@ def _draw(request: dict[str, Any], pdfium: Any, image_module: Any, draw_module: 
     img.save(out, format="PNG", optimize=False, compress_level=6)
     header = {"pages": pages, "width": img.width, "height": img.height, "boxes": boxes, "matched": matched}
     return header, out.getvalue()
-
-
-def _limit_memory(memory_limit_mb: int) -> None:
-    try:
-        import resource
-    except ImportError:  # not on Windows
-        return
-    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = memory_limit_mb * 1024 * 1024
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))

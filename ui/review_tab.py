@@ -26,6 +26,7 @@ import gradio as gr
 from gradio import Request as GradioRequest
 
 from docpipe import CHECKLIST, Citation, DocpipeError, Document, ReviewGrid, ReviewProgress
+from docpipe.review.grid import CELL_LABELS
 from docpipe.ui.handlers import BUSY, MAX_QUESTION_CHARS, MODES, Workbench, choice_index
 from docpipe.ui.pageview import show_citation
 from docpipe.ui.uploads import remove_folder
@@ -53,14 +54,6 @@ MAX_GRID_CELLS = 10_000
 STREAM_INTERVAL_S = 0.5  # the table is redrawn at most this often while the grid runs
 TABLE_CELL_CHARS = 300
 EXPORTS = (("xlsx", "XLSX"), ("csv", "CSV"), ("json", "JSON"))
-_LABELS = {
-    "present": "Yes",
-    "absent": "No",
-    "uncertain": "Uncertain",
-    "candidate": "Candidate",
-    "not_found": "Not found",
-    "failed": "Failed",
-}
 
 
 def _headers(grid_columns: list[str]) -> list[str]:
@@ -103,7 +96,7 @@ def cell_html(grid: ReviewGrid, r: int, c: int) -> str:
     row, column, cell = grid.rows[r], grid.columns[c], grid.cells[r][c]
     parts = [
         f"<p><b>{html.escape(row.name)}</b> &mdash; {html.escape(column.key)}</p>",
-        f"<p><b>{html.escape(_LABELS.get(cell.status, cell.status))}</b>"
+        f"<p><b>{html.escape(CELL_LABELS.get(cell.status, cell.status))}</b>"
         + (f": {html.escape(cell.answer)}" if cell.answer else "")
         + "</p>",
     ]

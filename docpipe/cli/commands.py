@@ -125,16 +125,23 @@ def _cmd_search(dp, args) -> int:
     return 0
 
 
+def questions_file(path: Path) -> list[str]:
+    """Returns the questions of a file, one per line (blank lines and lines starting with # skipped)."""
+    from docpipe.errors import FileMissingError
+
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise FileMissingError(f"no such questions file: {path}") from None
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
 def _questions(args) -> list[str]:
-    from docpipe.errors import ConfigError, FileMissingError
+    from docpipe.errors import ConfigError
 
     questions = ([args.question] if args.question else []) + list(args.more)
     if args.questions_file:
-        try:
-            lines = args.questions_file.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            raise FileMissingError(f"no such questions file: {args.questions_file}") from None
-        questions += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+        questions += questions_file(args.questions_file)
     if not questions:
         raise ConfigError(
             'no question given: docpipe ask FILE "QUESTION" or docpipe ask --collection NAME "QUESTION" '

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from docpipe.cli.commands import EXIT_ERROR
+from docpipe.cli.commands import EXIT_ERROR, questions_file
 
 __all__ = ["_cmd_review"]
 
@@ -34,16 +34,7 @@ class _CellBar:
 
 
 def _review_questions(args) -> list[str]:
-    from docpipe.errors import FileMissingError
-
-    questions = list(args.question)
-    if args.questions_file:
-        try:
-            lines = args.questions_file.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            raise FileMissingError(f"no such questions file: {args.questions_file}") from None
-        questions += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    return questions
+    return list(args.question) + (questions_file(args.questions_file) if args.questions_file else [])
 
 
 def _format(args) -> str:

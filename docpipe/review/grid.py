@@ -20,13 +20,13 @@ from typing import Any, Literal
 
 from docpipe.types import Citation
 
-__all__ = ["CELL_STATUSES", "Cell", "Column", "ReviewGrid", "ReviewManifest", "Row"]
+__all__ = ["CELL_LABELS", "CELL_STATUSES", "Cell", "Column", "ReviewGrid", "ReviewManifest", "Row"]
 
 CellStatus = Literal["present", "absent", "uncertain", "candidate", "not_found", "failed"]
 CELL_STATUSES: tuple[str, ...] = ("present", "absent", "uncertain", "candidate", "not_found", "failed")
 
 # How a status reads in a table cell.
-_LABELS = {
+CELL_LABELS = {
     "present": "Yes",
     "absent": "No",
     "uncertain": "Uncertain",
@@ -101,7 +101,7 @@ class Cell:
     @property
     def text(self) -> str:
         """Returns the cell as a table shows it: the status, the short answer, the pages."""
-        text = _LABELS[self.status] + (f" - {self.answer}" if self.answer else "")
+        text = CELL_LABELS[self.status] + (f" - {self.answer}" if self.answer else "")
         return text + (f" ({self.pages})" if self.pages else "")
 
     def to_dict(self) -> dict[str, Any]:

@@ -273,10 +273,8 @@ def run_grid(
                 key = answer_cache_key(
                     doc, request, question, hits, engine=engine, settings=settings.engine, fingerprint=fingerprint
                 )
-                stored = cache_call(cache, "get", key) if cache is not None else None
-                if stored is not None:
-                    cell = Cell.from_dict(stored)
-                    cell.cached = True
+                cell = _cached_cell(cache, key)
+                if cell is not None:
                     record(r, c, cell, doc.name)
                     continue
                 batch.append(_Pending(r, c, question, request, key, hits, doc))
@@ -422,11 +420,9 @@ def _offline_row(
                 **({"matter": doc.matter} if doc.matter is not None else {}),
             },
         )
-        stored = cache_call(cache, "get", key) if cache is not None else None
-        if stored is not None:
-            cell = Cell.from_dict(stored)
-            cell.cached = True
-            record(r, c, cell, doc.name)
+        cached = _cached_cell(cache, key)
+        if cached is not None:
+            record(r, c, cached, doc.name)
             continue
         category = Category(column.key, column.group or "-", "clause", column.question, "", column.note)
         category = _with_query(category, column.query)
@@ -442,6 +438,16 @@ def _offline_row(
         if cache is not None:
             cache_put(cache, key, cell.to_dict(), doc)
         record(r, c, cell, doc.name)
+
+
+def _cached_cell(cache: CacheOpener | None, key: str) -> Cell | None:
+    """Returns the cell stored under `key` in the cell cache, marked as from the cache; None when absent."""
+    stored = cache_call(cache, "get", key) if cache is not None else None
+    if stored is None:
+        return None
+    cell = Cell.from_dict(stored)
+    cell.cached = True
+    return cell
 
 
 def _with_query(category: Category, query: str) -> Category:

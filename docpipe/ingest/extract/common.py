@@ -47,3 +47,16 @@ def field_value(value: str) -> str:
     """Returns the value worth reporting, or "" for an empty or unchecked field."""
     value = " ".join(value.split())
     return "" if value == "Off" else value
+
+
+def limit_memory(memory_limit_mb: int) -> None:
+    """Caps this process's address space, so a decompression bomb fails fast."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = memory_limit_mb * 1024 * 1024
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from docpipe import errors
 from docpipe.errors import DocpipeError, ExtractionError, ExtractionTimeoutError
 from docpipe.ingest.extract.budget import TextBudget
-from docpipe.ingest.extract.common import other_extractor, out_of_memory
+from docpipe.ingest.extract.common import limit_memory, other_extractor, out_of_memory
 from docpipe.ingest.extract.pages import read_encryption, read_pages
 
 if TYPE_CHECKING:
@@ -219,7 +219,7 @@ def worker_main(request: dict[str, Any], reply_fd: int) -> None:
     try:
         # Before the cap: mapping the backend's shared libraries needs address space of its own.
         __import__("pypdf" if request["extractor"] == "pypdf" else "pypdfium2")
-        _limit_memory(request["memory_limit_mb"])
+        limit_memory(request["memory_limit_mb"])
         if request["op"] == "encryption":
             status = read_encryption(request["data"], request["password"], name, request["extractor"])
             reply = {"encryption": status}
@@ -263,19 +263,6 @@ def _lower_priority(increment: int) -> int | None:
         return os.nice(increment)
     except (AttributeError, OSError):  # not on Windows; an unprivileged process can always go lower elsewhere
         return None
-
-
-def _limit_memory(memory_limit_mb: int) -> None:
-    """Caps this process's address space, so a decompression bomb fails fast."""
-    try:
-        import resource
-    except ImportError:  # not on Windows
-        return
-    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = memory_limit_mb * 1024 * 1024
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 def _error_as_data(exc: DocpipeError) -> dict[str, Any]:
