@@ -13,7 +13,7 @@ AUDIT_TOOLS := $(VENV)/audit-tools
 QUESTION ?= What is the notice period for termination for convenience?
 SAMPLE := samples/master_services_agreement.pdf
 
-.PHONY: install install-engine demo lint test test-fast system-deps lock audit eval bench bench-analysis clean
+.PHONY: install install-engine demo lint test test-fast system-deps lock audit eval bench bench-analysis bench-review clean
 
 install: $(VENV)/.installed
 
@@ -118,6 +118,13 @@ bench: $(VENV)/.installed-bench
 # The 41-category checklist on the 115-page CUAD contract, one batch vs one category at a time (~15 min).
 bench-analysis: $(VENV)/.installed-engine
 	$(PY) benchmarks/analysis_speed.py
+
+# Review grids (about 6 minutes): a question's latency while a grid runs, old vs new batching; the grid's stream,
+# layouts and resume on the vLLM CPU engine; its offline quality against CUAD beside eval-analysis.
+bench-review: $(VENV)/.installed-engine
+	$(PY) benchmarks/interactive_latency.py --out benchmarks/results/interactive_latency.json
+	$(PY) benchmarks/review_grid.py
+	$(PY) benchmarks/review_quality.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
