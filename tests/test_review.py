@@ -402,3 +402,47 @@ def test_the_cli_refuses_bad_arguments_with_a_fix(
     assert main(["review", *home, str(sample_pdf), *argv]) == 1
     assert message in capsys.readouterr().err
     assert not (tmp_path / "home" / "documents").exists() or argv == []  # refused before extracting anything
+
+
+def test_a_question_asked_while_a_grid_runs_goes_ahead_of_the_grids_waiting_batch(tmp_path: Path, room: Path) -> None:
+    """The in-process engine runs one batch at a time behind the batcher: a question asked while a grid batch
+    runs and the next one waits runs next, ahead of the waiting grid batch."""
+    from docpipe.engine.base import PRIORITY_INTERACTIVE
+    from docpipe.engine.batcher import BatchingEngine
+
+    class Slow(RecordingEngine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.started = 0
+            self.batches: list[list[int]] = []
+
+        def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+            self.started += 1
+            time.sleep(0.2)
+            self.batches.append([r.priority for r in requests])
+            return super().generate(requests)
+
+    slow = Slow()
+    engine = BatchingEngine(slow, max_batch_size=2, batch_timeout_ms=1)
+    dp = pipe(tmp_path, engine, review={"batch_size": 2})
+    files = sorted(room.iterdir())
+    dp.context(files[0], LAW)  # the question's document is ready: only the engine decides when it is answered
+    questions = [TERMINATION, LAW, "Who are the parties?", "How long is the term?"]
+    seen: dict = {}
+
+    def ask() -> None:
+        deadline = time.monotonic() + 30
+        while engine.queue_depth < 2 and time.monotonic() < deadline:  # a grid batch waits behind a running one
+            time.sleep(0.005)
+        seen["next"] = slow.started  # the index the next batch to start will have
+        seen["answer"] = dp.ask(files[0], LAW, use_cache=False)
+
+    asker = threading.Thread(target=ask)
+    try:
+        asker.start()
+        grid = dp.review(files, questions=questions, use_cache=False)
+        asker.join(30)
+    finally:
+        engine.close()
+    assert grid.summary()["done"] == 12 and seen["answer"].citations
+    assert slow.batches[seen["next"]] == [PRIORITY_INTERACTIVE], (seen["next"], slow.batches)
