@@ -263,11 +263,16 @@ def test_a_cancelled_grid_stops_and_keeps_the_cells_it_finished(tmp_path: Path, 
         if event.done >= 2:
             cancel.set()
 
-    dp = pipe(tmp_path, RecordingEngine(), review={"batch_size": 2})
+    engine = RecordingEngine()
+    dp = pipe(tmp_path, engine, review={"batch_size": 2})
     with pytest.raises(ReviewCancelled, match="run it again to resume"):
         dp.review(files, questions=[TERMINATION, LAW], progress=progress, cancel=cancel)
-    resumed = pipe(tmp_path, RecordingEngine()).review(files, questions=[TERMINATION, LAW])
-    assert 2 <= resumed.summary()["from_cache"] < 6
+    computed = len(engine.requests)
+    again = RecordingEngine()
+    resumed = pipe(tmp_path, again).review(files, questions=[TERMINATION, LAW])
+    # Every cell the engine computed before the grid stopped was kept: none is computed twice.
+    assert 2 <= resumed.summary()["from_cache"] == computed < 6
+    assert len(again.requests) == 6 - computed
 
 
 @pytest.mark.parametrize(

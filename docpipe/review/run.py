@@ -287,8 +287,14 @@ def run_grid(
             collect(*in_flight.pop(0))
     finally:
         if pool is not None:
-            for _, future in in_flight:
-                future.cancel()
+            # Stopped early (cancelled, or an error): a batch the engine already runs is waited for and its cells
+            # cached, so a rerun does not compute them again; batches not started are dropped.
+            for items, future in in_flight:
+                if not future.cancel():
+                    try:
+                        collect(items, future)
+                    except Exception as exc:  # noqa: BLE001 - the grid is already stopping for another reason
+                        logger.warning("a review batch finished with an error while the grid stopped: %s", exc)
             pool.shutdown(wait=True)
     finished = [[cell for cell in row if cell is not None] for row in cells]
     manifest = ReviewManifest(
