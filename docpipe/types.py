@@ -35,8 +35,11 @@ __all__ = [
 PAGE_SEPARATOR = "\n\n"
 
 
-def page_range(first: int, last: int) -> str:
-    """Returns a page range as a citation string: ``p. 3`` or ``pp. 3-4``."""
+def page_range(first: int, last: int, unit: str = "page") -> str:
+    """Returns a page range as a citation string: ``p. 3`` or ``pp. 3-4``; for a Word file, whose "pages" are
+    its paragraphs (`Document.kind` ``docx``), ``¶ 3`` or ``¶¶ 3-4``."""
+    if unit == "paragraph":
+        return f"¶ {first}" if first == last else f"¶¶ {first}-{last}"
     return f"p. {first}" if first == last else f"pp. {first}-{last}"
 
 
@@ -44,6 +47,7 @@ class PageStatus(str, Enum):
     """How extraction went for one page."""
 
     OK = "ok"
+    OCR = "ocr"  # no (usable) text layer: the text was read from the rendered page by OCR
     NO_TEXT = "no_text_layer"
     ERROR = "error"
 
@@ -60,6 +64,10 @@ class Page:
     text: str
     status: PageStatus = PageStatus.OK
     detail: str = ""
+    # OCR pages: the engine's mean word confidence (0-1), and each word's place: (start, end) offsets into
+    # `text` and its box (left, top, right, bottom) as fractions of the page's width and height, top-left origin.
+    confidence: float | None = None
+    words: tuple[tuple[int, int, float, float, float, float], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -69,6 +77,9 @@ class Page:
         """Returns a one-line human description, e.g. ``page 7: no text layer (scanned?)``."""
         if self.ok:
             return f"page {self.number}: ok ({len(self.text)} characters)"
+        if self.status is PageStatus.OCR:
+            confidence = f", confidence {self.confidence:.2f}" if self.confidence is not None else ""
+            return f"page {self.number}: read by OCR{confidence}" + (f" ({self.detail})" if self.detail else "")
         label = {PageStatus.NO_TEXT: "no text layer", PageStatus.ERROR: "error"}[self.status]
         return f"page {self.number}: {label}" + (f" ({self.detail})" if self.detail else "")
 
@@ -129,6 +140,20 @@ class Document:
     # The matter this view of the document belongs to (a shared server keeps matters apart): part of every
     # answer-cache key made for it. Not stored: the content-addressed store is the same for every matter.
     matter: str | None = None
+    # "pdf", or "docx": a Word file has no pages, so its "pages" are its paragraphs (and tables' rows), numbered
+    # from 1, and citations give the section heading and paragraph number (`Citation.unit`).
+    kind: str = "pdf"
+
+    @property
+    def unit(self) -> str:
+        """Returns what page numbers count in this document: ``page``, or ``paragraph`` for a Word file."""
+        return "paragraph" if self.kind == "docx" else "page"
+
+    def citation_marks(self, first: int, last: int) -> dict[str, Any]:
+        """Returns the `Citation` fields that depend on where a quote is: its unit (pages, or a Word file's
+        paragraphs) and whether any page of `first`-`last` was read by OCR (a reviewer checks the scan)."""
+        ocr = any(p.status is PageStatus.OCR for p in self.pages if first <= p.number <= last)
+        return {"unit": self.unit, "ocr": ocr}
 
     @property
     def encrypted(self) -> bool:
@@ -177,15 +202,24 @@ class Document:
             "extractor": self.extractor,
             "fingerprint": self.fingerprint,
             "password_check": self.password_check,
-            "pages": [
-                {"number": p.number, "text": p.text, "status": p.status.value, "detail": p.detail} for p in self.pages
-            ],
+            "kind": self.kind,
+            "pages": [_page_dict(p) for p in self.pages],
             "sections": [{**asdict(s), "heading_path": list(s.heading_path)} for s in self.sections],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Document:
-        pages = [Page(p["number"], p["text"], PageStatus(p["status"]), p.get("detail", "")) for p in data["pages"]]
+        pages = [
+            Page(
+                p["number"],
+                p["text"],
+                PageStatus(p["status"]),
+                p.get("detail", ""),
+                confidence=p.get("confidence"),
+                words=tuple(tuple(w) for w in p.get("words", ())),
+            )
+            for p in data["pages"]
+        ]
         sections = [Section(**{**s, "heading_path": tuple(s["heading_path"])}) for s in data.get("sections", [])]
         return cls(
             id=data["id"],
@@ -195,7 +229,22 @@ class Document:
             extractor=data.get("extractor", ""),
             fingerprint=data.get("fingerprint", ""),
             password_check=data.get("password_check"),
+            kind=data.get("kind", "pdf"),
         )
+
+
+def _page_dict(page: Page) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "number": page.number,
+        "text": page.text,
+        "status": page.status.value,
+        "detail": page.detail,
+    }
+    if page.confidence is not None:
+        data["confidence"] = page.confidence
+    if page.words:
+        data["words"] = [list(w) for w in page.words]
+    return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,10 +308,15 @@ class Citation:
     # The document quoted: its id (SHA-256) and the name it is seen under.
     document_id: str = ""
     document_name: str = ""
+    # What page_start/page_end count: "page", or "paragraph" in a Word file (it has no pages).
+    unit: str = "page"
+    # The quote was verified against text read by OCR from a scanned page: a reviewer should check the scan.
+    ocr: bool = False
 
     @property
     def pages(self) -> str:
-        return page_range(self.page_start, self.page_end)
+        """Returns where the quote is: ``p. 3`` / ``pp. 3-4``, or a Word file's paragraphs ``¶ 3``."""
+        return page_range(self.page_start, self.page_end, self.unit)
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the citation as JSON-ready data, its page range spelled out (``pages``) for readers."""

@@ -92,6 +92,7 @@ def collection_generative(
                     True,
                     document_id=doc_id,
                     document_name=name,
+                    **documents[doc_id].citation_marks(found.page_start, found.page_end),
                 )
                 break
         if citation is None:

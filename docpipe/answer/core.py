@@ -334,7 +334,10 @@ def generative_answer(
         found = locate_quote(quote, hits, doc, section_id=section_id)
         if found is not None:
             hit = found.hit
-            citations.append(Citation(hit.section_id, hit.heading, found.page_start, found.page_end, quote, True))
+            marks = doc.citation_marks(found.page_start, found.page_end)
+            citations.append(
+                Citation(hit.section_id, hit.heading, found.page_start, found.page_end, quote, True, **marks)
+            )
             continue
         cited = next((h for h in hits if h.section_id == section_id), None)
         elsewhere += verify_quote(quote, doc)[0]
@@ -346,6 +349,7 @@ def generative_answer(
                 page_end=cited.page_end if cited else 0,
                 quote=quote,
                 verified=False,
+                unit=doc.unit,
             )
         )
     notice = None

@@ -427,6 +427,7 @@ def extractive_answer(
             highlight=decisive,
             document_id=hit.document_id,
             document_name=hit.document_name,
+            **documents[hit.document_id][0].citation_marks(first, last),
         )
         citations.append(citation)
         where = f"{hit.document_name}, " if several else ""

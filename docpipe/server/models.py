@@ -118,6 +118,10 @@ class CitationOut(BaseModel):
     highlight: str = Field("", description="The sentence of the quoted clause that answers best (extractive).")
     document_id: str = Field("", description="The quoted document's id (SHA-256).")
     document_name: str = Field("", description="The quoted document's name in the matter (or the collection).")
+    unit: str = Field(
+        "page", description="What page_start/page_end count: page, or paragraph in a Word file (it has no pages)."
+    )
+    ocr: bool = Field(False, description="The quote was verified against OCR text of a scanned page: check the scan.")
 
 
 class AnswerOut(BaseModel):
