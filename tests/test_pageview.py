@@ -137,3 +137,39 @@ def test_an_encrypted_pdf_needs_its_password(tmp_path: Path, eval_dir: Path) -> 
         show_citation(dp, doc, cite, password="wrong")
     view = show_citation(dp, doc, cite, password="asdfzxcv")
     assert view.page == 1 and view.width > 0
+
+
+def test_a_scanned_page_is_marked_from_the_ocr_words(sample_bytes: bytes, tmp_path: Path) -> None:
+    """A scan has no text layer: the quote is found in the page's OCR text and marked over its words' boxes."""
+    import io
+
+    import pypdfium2
+
+    page = pypdfium2.PdfDocument(sample_bytes)[8]
+    scan = io.BytesIO()
+    page.render(scale=100 / 72).to_pil().convert("L").save(scan, format="PDF", resolution=100)
+    text = "either Party may terminate upon ninety (90) days' prior written notice to the other Party."
+    words, at = [], 0
+    for n, word in enumerate(text.split()):
+        start = text.index(word, at)
+        at = start + len(word)
+        left = 0.1 + 0.05 * (n % 14)
+        words.append((start, at, left, 0.50 + 0.02 * (n // 14), left + 0.04, 0.515 + 0.02 * (n // 14)))
+    view = render_page(scan.getvalue(), 1, NINETY, ocr=(text, tuple(words)))
+    assert view.matched == "quote" and len(view.boxes) == len(NINETY.split())
+    assert "read by OCR" in view.caption
+    first = view.boxes[0]  # "ninety" is the 6th word: left 0.35 of the width, top 0.50 of the height
+    assert abs(first[0] - int(0.35 * view.width)) <= 3 and abs(first[1] - int(0.50 * view.height)) <= 3
+    assert _yellow(view.image(), first) > 0
+    unmarked = render_page(scan.getvalue(), 1, NINETY)  # no OCR words: nothing to find on an image
+    assert unmarked.boxes == () and "could not be located" in unmarked.caption
+
+
+def test_a_word_file_has_no_page_to_show(tmp_path: Path) -> None:
+    from docpipe import Document, Page
+
+    dp = DocPipe(Settings.preset("test", home=tmp_path / "home"))
+    doc = Document(id="ab" * 32, name="draft.docx", pages=[Page(1, "1. Term. One year.")], kind="docx")
+    citation = Citation("s001", "1. Term", 1, 1, "One year.", True, unit="paragraph")
+    with pytest.raises(InputError, match="Word file: it has no pages to show.*¶ 1"):
+        show_citation(dp, doc, citation)

@@ -161,11 +161,13 @@ def render_page(
     scale: float = DEFAULT_SCALE,
     timeout_s: float = RENDER_TIMEOUT_S,
     memory_limit_mb: int = RENDER_MEMORY_MB,
+    ocr: tuple[str, tuple[tuple[int, int, float, float, float, float], ...]] | None = None,
 ) -> PageView:
     """Returns page `page` (1-based) of the PDF `pdf` rendered at `scale` (capped), with `quote` marked where it
-    is found on the page (see `locate`); the caption says when it is not. Raises `InputError` for a page the
-    PDF does not have or a password that does not open it, `DocpipeError` when rendering fails or takes
-    longer than `timeout_s`."""
+    is found on the page (see `locate`); the caption says when it is not. A scanned page has no text of its own:
+    `ocr` gives the text OCR read from it and its word boxes (`Page.text`, `Page.words`), and the quote is
+    found in that text and marked over the words' boxes. Raises `InputError` for a page the PDF does not have or
+    a password that does not open it, `DocpipeError` when rendering fails or takes longer than `timeout_s`."""
     if isinstance(page, bool) or not isinstance(page, int) or page < 1:
         raise InputError(f"page {page!r} is not a page number: pages are numbered from 1")
     if not isinstance(pdf, (bytes, bytearray)) or not pdf:
@@ -182,6 +184,8 @@ def render_page(
         "scale": float(scale),
         "memory_limit_mb": int(memory_limit_mb),
         "timeout_s": float(timeout_s),
+        "ocr_text": ocr[0][:MAX_PAGE_CHARS] if ocr else None,
+        "ocr_words": [list(w) for w in ocr[1][:20_000]] if ocr else None,
     }
     reply, png = _run_child(request, timeout_s)
     if "error" in reply:
@@ -199,7 +203,8 @@ def render_page(
         height=height,
         boxes=boxes,  # type: ignore[arg-type]
         matched=str(reply["matched"]),
-        caption=_caption(page, int(reply["pages"]), str(reply["matched"]), bool(quote or highlight), len(boxes)),
+        caption=_caption(page, int(reply["pages"]), str(reply["matched"]), bool(quote or highlight), len(boxes))
+        + (" The page is a scan read by OCR: check the quote against the image." if ocr else ""),
     )
 
 
@@ -214,12 +219,18 @@ def show_citation(
         raise InputError(f"the citation names page {page!r}, but {doc.name} has pages 1 to {pages}")
     if citation.document_id and citation.document_id != doc.id:
         raise InputError("the citation quotes another document")
+    if doc.kind == "docx":
+        raise InputError(
+            f"{doc.name} is a Word file: it has no pages to show; the citation gives its section and paragraph "
+            f"({citation.heading}, {citation.pages})"
+        )
     if doc.encrypted and not password:
         raise InputError(f"{doc.name} is encrypted: type its password in the Password field to see its pages")
     data = dp.store.load_source(doc.id)
     if data is None:
         raise InputError(f"{doc.name} is no longer stored: upload it again")
     limit = getattr(getattr(dp.settings, "extraction", None), "memory_limit_mb", RENDER_MEMORY_MB)
+    scanned = doc.pages[page - 1]
     return render_page(
         data,
         page,
@@ -228,6 +239,7 @@ def show_citation(
         password=password,
         scale=scale,
         memory_limit_mb=max(RENDER_MEMORY_MB, int(limit)),
+        ocr=(scanned.text, scanned.words) if scanned.status.value == "ocr" and scanned.words else None,
     )
 
 
@@ -319,6 +331,30 @@ def _child_main(request: dict[str, Any], reply_fd: int) -> None:
         out.write(struct.pack(">I", len(data)) + data + (png if "error" not in header else b""))
 
 
+def _ocr_boxes(request: dict[str, Any], width: int, height: int) -> tuple[list[tuple[int, int, int, int]], str]:
+    """Returns the pixel boxes of the OCR words that hold the quote (found in the OCR text), and what matched."""
+    found = locate(str(request["ocr_text"] or ""), request["quote"], request["highlight"])
+    if found is None:
+        return [], ""
+    first, last, matched = found
+    boxes: list[tuple[int, int, int, int]] = []
+    for word in request["ocr_words"]:
+        start, end, left, top, right, bottom = (float(v) for v in word[:6])
+        if end <= first or start > last:
+            continue
+        box = (
+            max(int(left * width) - 2, 0),
+            max(int(top * height) - 2, 0),
+            min(int(right * width) + 2, width),
+            min(int(bottom * height) + 2, height),
+        )
+        if box[2] > box[0] and box[3] > box[1]:
+            boxes.append(box)
+        if len(boxes) >= MAX_MARKS:
+            break
+    return boxes, matched
+
+
 class _Refused(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -347,7 +383,9 @@ def _draw(request: dict[str, Any], pdfium: Any, image_module: Any, draw_module: 
     img = bitmap.to_pil().convert("RGB")
     boxes: list[tuple[int, int, int, int]] = []
     matched = ""
-    if request["quote"] or request["highlight"]:
+    if request.get("ocr_words") is not None and (request["quote"] or request["highlight"]):
+        boxes, matched = _ocr_boxes(request, img.width, img.height)
+    elif request["quote"] or request["highlight"]:
         textpage = page.get_textpage()
         count = textpage.count_chars()
         if 0 < count <= MAX_PAGE_CHARS:
