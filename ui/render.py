@@ -113,14 +113,15 @@ def highlight(text: str, quote: str) -> str:
 
 
 def citation_rows(answer: Answer) -> list[list[str]]:
-    """Returns one row per citation: document, heading, pages, quote, verified (✓/✗)."""
+    """Returns one row per citation: document, heading, pages (a Word file's paragraphs: ¶), quote, verified (✓/✗;
+    a quote verified against OCR text of a scan says so)."""
     return [
         [
             c.document_name or answer.document_name or "-",
             c.heading or c.section_id or "(unknown section)",
             c.pages if c.page_start else "?",
             c.quote,
-            "✓" if c.verified else "✗",
+            ("✓ (OCR: check the scan)" if c.ocr else "✓") if c.verified else "✗",
         ]
         for c in answer.citations
     ]

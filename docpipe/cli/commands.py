@@ -164,6 +164,10 @@ def _print_answer(answer, *, show_thinking: bool) -> None:
         print("\nSources:")
         for number, c in enumerate(answer.citations, 1):
             mark = "quote verified on the page" if c.verified else "NOT VERIFIED against the page text"
+            if c.verified and c.unit == "paragraph":
+                mark = "quote verified in the Word file (it has no pages: section and paragraph given)"
+            if c.verified and c.ocr:
+                mark += " (read by OCR from a scan: check it against the scanned page)"
             where = f"section {c.section_id} ({c.heading}), {c.pages}" if c.section_id else "not in the given sections"
             if answer.collection:
                 doc_id = c.document_id or answer.document_id
