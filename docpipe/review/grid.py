@@ -292,7 +292,7 @@ class ReviewGrid:
                             "quote": " ".join(quote.quote.split()),
                             "pages": quote.pages,
                             "section": quote.section_id,
-                            "verified": "yes" if quote.verified else "no",
+                            "verified": _verified(quote),
                             "note": cell.note,
                         }
                     )
@@ -335,6 +335,13 @@ class ReviewGrid:
 
             Path(path).write_bytes(data)
         return data
+
+
+def _verified(quote: Citation) -> str:
+    """Returns how a quote was checked, for a table: yes, yes (OCR: check the scan), no."""
+    if not quote.verified:
+        return "no"
+    return "yes (OCR: check the scan)" if quote.ocr else "yes"
 
 
 def _md(text: str) -> str:

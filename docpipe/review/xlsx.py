@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import DependencyError
 
+from docpipe.review.grid import _verified
+
 if TYPE_CHECKING:
     from docpipe.review.grid import ReviewGrid
     from docpipe.types import Citation
@@ -66,7 +68,7 @@ def grid_workbook(grid: ReviewGrid) -> bytes:
                     " ".join(quote.quote.split()) if quote else "",
                     quote.pages if quote else "",
                     quote.section_id if quote else "",
-                    ("yes" if quote.verified else "no") if quote else "",
+                    _verified(quote) if quote else "",
                     cell.note,
                 ]
                 citations.append([_text(v) for v in values])
