@@ -16,7 +16,6 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import DependencyError
-
 from docpipe.review.grid import _verified
 
 if TYPE_CHECKING:
