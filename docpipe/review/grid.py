@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from docpipe.types import Citation
 
-__all__ = ["CELL_LABELS", "CELL_STATUSES", "Cell", "Column", "ReviewGrid", "ReviewManifest", "Row"]
+__all__ = ["CELL_LABELS", "CELL_STATUSES", "Cell", "Column", "ReviewGrid", "ReviewManifest", "Row", "verified_label"]
 
 CellStatus = Literal["present", "absent", "uncertain", "candidate", "not_found", "failed"]
 CELL_STATUSES: tuple[str, ...] = ("present", "absent", "uncertain", "candidate", "not_found", "failed")
@@ -292,7 +292,7 @@ class ReviewGrid:
                             "quote": " ".join(quote.quote.split()),
                             "pages": quote.pages,
                             "section": quote.section_id,
-                            "verified": _verified(quote),
+                            "verified": verified_label(quote),
                             "note": cell.note,
                         }
                     )
@@ -337,7 +337,7 @@ class ReviewGrid:
         return data
 
 
-def _verified(quote: Citation) -> str:
+def verified_label(quote: Citation) -> str:
     """Returns how a quote was checked, for a table: yes, yes (OCR: check the scan), no."""
     if not quote.verified:
         return "no"

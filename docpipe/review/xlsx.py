@@ -16,7 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import DependencyError
-from docpipe.review.grid import _verified
+from docpipe.review.grid import verified_label
 
 if TYPE_CHECKING:
     from docpipe.review.grid import ReviewGrid
@@ -67,7 +67,7 @@ def grid_workbook(grid: ReviewGrid) -> bytes:
                     " ".join(quote.quote.split()) if quote else "",
                     quote.pages if quote else "",
                     quote.section_id if quote else "",
-                    _verified(quote) if quote else "",
+                    verified_label(quote) if quote else "",
                     cell.note,
                 ]
                 citations.append([_text(v) for v in values])
