@@ -1,4 +1,4 @@
-"""A document's search index: made from its PDF (read from a path or bytes, extracted text, clause-aware sections, embedder-sized passages,
+"""A document's search index: made from its PDF or Word file (read from a path or bytes, extracted text, clause-aware sections, embedder-sized passages,
 their embeddings in FAISS), kept in the store under the document id and the index fingerprint, and loaded back;
 plus the gate on an encrypted PDF's stored text (`check_access`).
 
@@ -51,15 +51,15 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# What a PDF can be given as: a path, or its bytes.
+# What a document (PDF or Word .docx) can be given as: a path, or its bytes.
 Source = str | Path | bytes | bytearray | memoryview
 Progress = Callable[[str], None]
 
 
 def read_source(source: Source, name: str | None) -> tuple[bytes, str]:
-    """Returns the PDF's bytes and the name to show for it (`name`, else the file's name, else
+    """Returns the document's bytes and the name to show for it (`name`, else the file's name, else
     ``document.pdf``); raises an `InputError` subclass for a missing file, a folder, an object of another type
-    or an empty file."""
+    or an empty file. Whether the bytes are a PDF or a Word file is decided when they are extracted (`extract`)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         label = name or "document.pdf"
@@ -69,11 +69,11 @@ def read_source(source: Source, name: str | None) -> tuple[bytes, str]:
         if not path.exists():
             raise FileMissingError(f"no such file: {path}", path=str(path))
         if path.is_dir():
-            raise InputError(f"{path} is a folder: give the PDF file inside it", path=str(path))
+            raise InputError(f"{path} is a folder: give the PDF or .docx file inside it", path=str(path))
         data = path.read_bytes()
     else:
         raise InputError(
-            f"cannot ingest an object of type {type(source).__name__}: pass a file path or the PDF's bytes",
+            f"cannot ingest an object of type {type(source).__name__}: pass a file path or the document's bytes",
         )
     if not data:
         raise EmptyFileError(f"{label} is empty (0 bytes): check the upload or the path", path=label)
@@ -134,14 +134,20 @@ def extract(
     progress: Progress,
 ) -> Document:
     """Returns the document's pages (no sections yet) from the store's extraction record for this extractor,
-    else extracted now in a sandboxed worker and stored with the PDF. Its `password_check` is set when
-    opening the PDF needed `password`; the caller checks access before handing the text out."""
-    extractor = settings.extractor
+    else extracted now in a sandboxed worker and stored with the source bytes. A PDF is told from a Word file
+    by its bytes or a ``.docx`` name (`document_kind`; anything else raises `NotAPDFError`); a Word file's
+    "pages" are its paragraphs (`Document.kind` ``docx``), extracted by python-docx whatever the PDF
+    extractor. Its `password_check` is set when opening the PDF needed `password`; the caller checks access
+    before handing the text out."""
+    from docpipe.ingest.extract.docx import READER, document_kind
+
+    kind = document_kind(data, label)
+    extractor = READER if kind == "docx" else settings.extractor
     record = store.load_extraction(doc_id, extractor)
     # Records from before the sandboxed encryption check (no "needs_password") are extracted again: the old
     # check failed open on PDFs pypdf could not parse.
     if record is None or "needs_password" not in record:
-        record = _extract_record(store, doc_id, data, label, password, settings=settings, progress=progress)
+        record = _extract_record(store, doc_id, data, label, password, kind=kind, settings=settings, progress=progress)
     pages = [Page(p["number"], p["text"], PageStatus(p["status"]), p.get("detail", "")) for p in record["pages"]]
     return Document(
         id=doc_id,
@@ -150,6 +156,7 @@ def extract(
         extractor=record["extractor"],
         fingerprint=fingerprint,
         password_check=record.get("password_check"),
+        kind=kind,
     )
 
 
@@ -160,19 +167,25 @@ def _extract_record(
     label: str,
     password: str | None,
     *,
+    kind: str,
     settings: ExtractionSettings,
     progress: Progress,
 ) -> dict[str, Any]:
     from docpipe.ingest.extract import extract_document
+    from docpipe.ingest.extract.docx import READER, extract_docx
 
-    extractor = settings.extractor
+    extractor = READER if kind == "docx" else settings.extractor
     progress(f"extracting with {extractor}")
     # The worker that reads the text also says whether opening needed a password: one parse, sandboxed,
     # and a check that cannot finish fails the extraction rather than leaving the text unlocked.
-    extraction = extract_document(data, password=password, settings=settings, name=label)
+    if kind == "docx":
+        extraction = extract_docx(data, settings=settings, name=label)
+    else:
+        extraction = extract_document(data, password=password, settings=settings, name=label)
     needs_password = extraction.encryption.needs_password
     record = {
         "name": label,
+        "kind": kind,
         "extractor": extractor,
         "pages": [
             {"number": p.number, "text": p.text, "status": p.status.value, "detail": p.detail} for p in extraction.pages

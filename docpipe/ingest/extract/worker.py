@@ -218,9 +218,17 @@ def worker_main(request: dict[str, Any], reply_fd: int) -> None:
     reply: dict[str, Any]
     try:
         # Before the cap: mapping the backend's shared libraries needs address space of its own.
-        __import__("pypdf" if request["extractor"] == "pypdf" else "pypdfium2")
+        backend = "docx" if request["op"] == "docx" else "pypdf" if request["extractor"] == "pypdf" else "pypdfium2"
+        __import__(backend)
         limit_memory(request["memory_limit_mb"])
-        if request["op"] == "encryption":
+        if request["op"] == "docx":
+            from docpipe.ingest.extract.docx import read_docx
+
+            pages = read_docx(
+                request["data"], name=name, max_chars=request["max_chars"], max_page_chars=request["max_page_chars"]
+            )
+            reply = {"pages": pages, "encryption": (False, False, None)}
+        elif request["op"] == "encryption":
             status = read_encryption(request["data"], request["password"], name, request["extractor"])
             reply = {"encryption": status}
         else:
