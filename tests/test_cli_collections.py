@@ -263,7 +263,7 @@ def test_ingest_of_nothing_to_add_says_why(tmp_path: Path, contracts: Path) -> N
         result = _run(home, "ingest", "--collection", "x", folder, "--json")
         assert result.returncode == 1
         [failed] = json.loads(result.stdout)["failed"]
-        assert failed["file"] == str(folder) and "holds no .pdf file" in failed["reason"]
+        assert failed["file"] == str(folder) and "holds no .pdf or .docx file" in failed["reason"]
     missing = _run(home, "ingest", "--collection", "x", tmp_path / "nowhere")
     assert missing.returncode == 1 and "no such file or folder" in missing.stdout
     _assert_one_line_error(

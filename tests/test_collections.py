@@ -124,7 +124,7 @@ def test_files_of_one_name_in_two_folders_stay_apart_and_a_failed_add_creates_no
     empty = tmp_path / "empty"
     empty.mkdir()
     report = pipe.collection("nothing").add(empty)
-    assert report.failed == [(str(empty), "the folder holds no .pdf file")]
+    assert report.failed == [(str(empty), "the folder holds no .pdf or .docx file")]
     assert not pipe.collection("nothing").exists and [c.name for c in pipe.collections()] == ["deal-x"]
 
 

@@ -126,7 +126,7 @@ def build_app(
             files = gr.File(
                 label=f"PDF files (up to {max_upload_mb:g} MB and {max_pages} pages each)",
                 file_count="multiple",
-                file_types=[".pdf"],
+                file_types=[".pdf", ".docx"],
                 type="filepath",
                 elem_id="upload-files",
             )

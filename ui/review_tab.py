@@ -144,7 +144,7 @@ class ReviewTab:
                 files = gr.File(
                     label="PDF files (the Upload tab's limits apply)",
                     file_count="multiple",
-                    file_types=[".pdf"],
+                    file_types=[".pdf", ".docx"],
                     type="filepath",
                     elem_id="dr-files",
                 )

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["DOCUMENT_SUFFIXES", "AddProgress", "AddReport", "Collection", "expand_sources"]
 
 #: File names a folder given to `Collection.add` contributes (searched recursively, case-insensitive).
-DOCUMENT_SUFFIXES = (".pdf",)
+DOCUMENT_SUFFIXES = (".pdf", ".docx")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +161,8 @@ class Collection:
         progress: Callable[[AddProgress], None] | None = None,
         owner: str | None = None,
     ) -> AddReport:
-        """Adds PDFs to the collection and returns an `AddReport`: folders are searched recursively for
-        ``.pdf`` files; documents already in the store are not extracted or embedded again (a document may be
+        """Adds PDFs and Word files to the collection and returns an `AddReport`: folders are searched recursively
+        for ``.pdf`` and ``.docx`` files; documents already in the store are not extracted or embedded again (a document may be
         in several collections). Extraction runs in up to `workers` worker processes (default
         `extraction.max_concurrent`), embedding batched across documents; `progress` hears of every file and
         embedding batch. A file that fails is reported with the reason and the others go on; every document is
@@ -236,7 +236,7 @@ def expand_sources(sources: Source | Sequence[Source]) -> tuple[list[tuple[Sourc
         if path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.suffix.lower() in DOCUMENT_SUFFIXES and p.is_file())
             if not found:
-                missing.append((str(path), f"the folder holds no {'/'.join(DOCUMENT_SUFFIXES)} file"))
+                missing.append((str(path), f"the folder holds no {' or '.join(DOCUMENT_SUFFIXES)} file"))
             chosen = [(p, p.relative_to(path).as_posix()) for p in found]
         elif path.exists():
             chosen = [(path, path.name)]

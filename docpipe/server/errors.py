@@ -164,7 +164,11 @@ async def _send_json(send: Any, status: int, body: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
-_UPLOAD_TYPES = ("application/pdf", "multipart/form-data")
+_UPLOAD_TYPES = (
+    "application/pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",  # .docx
+    "multipart/form-data",
+)
 _BATCH_TYPES = ("multipart/form-data", "application/json")
 
 
@@ -174,7 +178,7 @@ class _BodyLimit:
     - Size: over the limit gets 413, at once when Content-Length says so (nothing is read), else as soon as the
       streamed body passes it. Uploads (`upload_path`, and everything under `ui_path`: Gradio's own uploads)
       get `upload_bytes`, everything else `json_bytes`.
-    - Type: a POST to `upload_path` must be application/pdf or multipart/form-data, else 415 before the body is
+    - Type: a POST to `upload_path` must be application/pdf, .docx or multipart/form-data, else 415 before the body is
       read (a cross-site "simple request" with text/plain or a urlencoded form is refused). A POST to a path
       `batch_upload_path` matches (several PDFs into a collection) must be multipart/form-data, which gets
       `batch_upload_bytes`, or application/json (ids), which gets `json_bytes`.
@@ -215,8 +219,9 @@ class _BodyLimit:
             if media not in _UPLOAD_TYPES:
                 scope["docpipe.error"] = "unsupported_media_type"
                 message = (
-                    f"uploads must be Content-Type: application/pdf (the PDF as the body) or "
-                    f'multipart/form-data (the PDF in the field "file"), not {media[:60] or "none"!r}'
+                    "uploads must be Content-Type: application/pdf (the PDF as the body), the Word (.docx) media "
+                    "type application/vnd.openxmlformats-officedocument.wordprocessingml.document, or "
+                    f'multipart/form-data (the file in the field "file"), not {media[:60] or "none"!r}'
                 )
                 await _send_json(send, 415, _error_body("unsupported_media_type", message))
                 return

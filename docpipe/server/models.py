@@ -204,10 +204,14 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 _UPLOAD_BODY = {
     "requestBody": {
         "required": True,
-        "description": "The PDF: the raw body (Content-Type: application/pdf), or multipart/form-data with the "
+        "description": "The PDF or Word (.docx) file: the raw body (Content-Type: application/pdf, or the .docx "
+        "media type), or multipart/form-data with the "
         'field "file" (and optionally "password").',
         "content": {
             "application/pdf": {"schema": {"type": "string", "format": "binary"}},
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document": {
+                "schema": {"type": "string", "format": "binary"}
+            },
             "multipart/form-data": {
                 "schema": {
                     "type": "object",
