@@ -19,6 +19,7 @@ from docpipe.errors import (
     NotAPDFError,
 )
 from docpipe.ingest.extract.encryption import EncryptionStatus, check_failed, check_reason
+from docpipe.ingest.extract.ocr import OcrOptions
 from docpipe.ingest.extract.worker import raise_worker_error, replay_worker_log, run_worker, worker_request
 from docpipe.types import Page, PageStatus
 
@@ -62,7 +63,8 @@ def extract_pages(
     """Returns the pages of the PDF in `data`, numbered from 1, each with its text and status.
 
     A page whose extraction fails is kept with status ``ERROR`` and the reason in ``detail``; a page
-    without text gets ``NO_TEXT``. Filled form-field values are appended to the text of the page that
+    without a usable text layer is read by OCR when ``settings.ocr`` allows and Tesseract is installed
+    (status ``OCR``, with its confidence and word boxes), else it gets ``NO_TEXT`` with the reason. Filled form-field values are appended to the text of the page that
     shows them, as ``[form field] Name: value`` lines. `name` (usually the file name) is used in
     messages. Raises an `InputError` for empty or non-PDF bytes, and an `ExtractionError` subclass for
     encrypted, malformed, text-less, too-slow or too-large documents; the message always says how to fix it.
@@ -88,26 +90,59 @@ def extract_document(
     data = _checked_bytes(data, name, "extract_document")
     request = worker_request(data, password, name, settings, op="extract")
     started = time.monotonic()
+    request["ocr"] = _ocr_request(settings, started)
     reply = run_worker(request, name=name, extractor=settings.extractor, timeout_s=settings.timeout_s)
     replay_worker_log(reply.get("log", []), reply.get("dropped", 0), name)
     if "error" in reply:
         raise_worker_error(reply["error"])
 
-    pages = [Page(number, text, PageStatus(status), detail) for number, text, status, detail in reply["pages"]]
+    pages = [_page(*row) for row in reply["pages"]]
     no_text = [page.number for page in pages if page.status is PageStatus.NO_TEXT]
+    read_by_ocr = [page.number for page in pages if page.status is PageStatus.OCR]
     failed = [page for page in pages if page.status is PageStatus.ERROR]
     for page in failed:
         logger.warning("%s: %s", name, page.describe())
     logger.info(
-        "extracted %s with %s: %s pages (%s without text, %s failed) in %.2f s",
+        "extracted %s with %s: %s pages (%s read by OCR, %s without text, %s failed) in %.2f s",
         name,
         settings.extractor,
         len(pages),
+        len(read_by_ocr),
         len(no_text),
         len(failed),
         time.monotonic() - started,
     )
     return Extraction(pages, EncryptionStatus(*reply["encryption"]))
+
+
+# The part of the document's time bound OCR leaves for the pages after it and the reply: a document whose OCR
+# runs out of time keeps the pages read so far instead of failing whole.
+_OCR_TIME_RESERVE = 0.1
+
+
+def _ocr_request(settings: ExtractionSettings, started: float) -> dict[str, Any] | None:
+    """Returns the worker's OCR options (`OcrOptions` as data), or None when OCR is off."""
+    if settings.ocr == "off":
+        return None
+    deadline = started + settings.timeout_s * (1 - _OCR_TIME_RESERVE)
+    return OcrOptions(
+        dpi=settings.ocr_dpi,
+        page_timeout_s=settings.ocr_page_timeout_s,
+        min_confidence=settings.ocr_min_confidence,
+        command=settings.ocr_command,
+        deadline=deadline,
+    ).as_request()
+
+
+def _page(
+    number: int,
+    text: str,
+    status: str,
+    detail: str,
+    confidence: float | None = None,
+    words: tuple[tuple[int, int, float, float, float, float], ...] = (),
+) -> Page:
+    return Page(number, text, PageStatus(status), detail, confidence=confidence, words=tuple(words))
 
 
 def encryption_status(
