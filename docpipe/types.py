@@ -100,11 +100,13 @@ class Section:
     page_end: int
     n_tokens: int
     text: str
+    # What page_start/page_end count: "page", or "paragraph" in a Word file (`Document.unit`).
+    unit: str = "page"
 
     @property
     def pages(self) -> str:
-        """Returns the page range as a citation string: ``p. 3`` or ``pp. 3-4``."""
-        return page_range(self.page_start, self.page_end)
+        """Returns the page range as a citation string: ``p. 3`` or ``pp. 3-4`` (a Word file's ``¶ 3``)."""
+        return page_range(self.page_start, self.page_end, self.unit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,10 +272,12 @@ class Hit:
     # The document the section is from: its id (SHA-256) and the name it is seen under.
     document_id: str = ""
     document_name: str = ""
+    # What page_start/page_end count: "page", or "paragraph" in a Word file (the section's `unit`).
+    unit: str = "page"
 
     @property
     def pages(self) -> str:
-        return page_range(self.page_start, self.page_end)
+        return page_range(self.page_start, self.page_end, self.unit)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -284,6 +288,7 @@ class Hit:
             "heading_path": list(self.heading_path),
             "page_start": self.page_start,
             "page_end": self.page_end,
+            "unit": self.unit,
             "score": round(self.score, 6),
             "n_tokens": self.n_tokens,
             "rank": self.rank,

@@ -527,6 +527,7 @@ def split_sections(doc: Document, counter: TokenCounter, settings: ChunkingSetti
                     page_end=doc.page_of(end - 1),
                     n_tokens=count if len(spans) == 1 else counter.count(body),
                     text=body,
+                    unit=doc.unit,
                 )
             )
     logger.debug("%s: %d sections from %d structural parts", doc.name, len(sections), len(parts))

@@ -83,6 +83,7 @@ def lift(index: SearchIndex, passages: list[tuple[int, float]]) -> list[Hit]:
             rank=rank,
             passage_start=passage.start,
             passage_end=passage.end,
+            unit=section.unit,
         )
         hits.append(index.tag(hit))
     return hits

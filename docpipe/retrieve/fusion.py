@@ -127,6 +127,7 @@ def _hit(section: Section, *, score: float, rank: int, passage: Passage | None) 
         rank=rank,
         passage_start=passage.start if passage else section.start,
         passage_end=passage.end if passage else section.start,
+        unit=section.unit,
     )
 
 

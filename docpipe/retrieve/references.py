@@ -276,4 +276,5 @@ def _support(section: Section, start: int, end: int, text: str, tokens: int, rol
         passage_start=start,
         passage_end=end,
         role=role,
+        unit=section.unit,
     )
