@@ -7,11 +7,11 @@ The tree::
     ├── InputError(ValueError)             the input is not something docpipe can read
     │   ├── FileMissingError(FileNotFoundError)
     │   ├── EmptyFileError
-    │   └── NotAPDFError
-    ├── ExtractionError                    a PDF could not be turned into text
-    │   ├── PasswordRequiredError          encrypted, no password given
+    │   └── NotAPDFError                   neither a PDF nor a Word (.docx) file
+    ├── ExtractionError                    a PDF or Word file could not be turned into text
+    │   ├── PasswordRequiredError          encrypted, no password given (an encrypted Word file: never opened)
     │   ├── WrongPasswordError             encrypted, the password does not open it
-    │   ├── MalformedPDFError              broken structure the extractor cannot recover
+    │   ├── MalformedPDFError              broken structure the extractor cannot recover (PDF or Word)
     │   ├── NoTextError                    opens, but no page has a text layer (scanned?)
     │   ├── TooMuchTextError               more text than a contract holds (a crafted expansion?)
     │   ├── EncryptionCheckError           cannot tell whether it is encrypted: treated as locked
@@ -91,7 +91,7 @@ class EmptyFileError(InputError):
 
 
 class NotAPDFError(InputError):
-    """The bytes are not a PDF."""
+    """The bytes are neither a PDF nor a Word (.docx) file."""
 
 
 class ExtractionError(DocpipeError):
@@ -107,7 +107,7 @@ class WrongPasswordError(ExtractionError):
 
 
 class MalformedPDFError(ExtractionError):
-    """The PDF's structure is broken beyond what the extractor can recover."""
+    """The PDF's (or Word file's) structure is broken beyond what the extractor can recover."""
 
 
 class NoTextError(ExtractionError):

@@ -111,8 +111,8 @@ def document_kind(data: bytes, name: str) -> str:
     if word_name and not data.startswith(_OLE_MAGIC):
         return "docx"
     raise NotAPDFError(
-        f"{name} is neither a PDF nor a Word (.docx) file (it starts with {_described(data)}): convert it to PDF "
-        "or save it as .docx first",
+        f"{name} is not a PDF or a Word (.docx) file (it starts with {_described(data)}): convert it to PDF "
+        "(or save it as .docx) first",
         path=name,
     )
 
