@@ -124,7 +124,7 @@ def build_app(
         matter_pick = gr.Dropdown(label="Matter", choices=[], visible=False, elem_id="matter")
         with gr.Tab("Upload", id="upload"):
             files = gr.File(
-                label=f"PDF files (up to {max_upload_mb:g} MB and {max_pages} pages each)",
+                label=f"PDF or Word (.docx) files (up to {max_upload_mb:g} MB and {max_pages} pages each)",
                 file_count="multiple",
                 file_types=[".pdf", ".docx"],
                 type="filepath",

@@ -142,7 +142,7 @@ class ReviewTab:
             collection = gr.Dropdown(label="Collection", choices=[], elem_id="dr-collection")
             with gr.Accordion("Add PDFs to a collection", open=True):
                 files = gr.File(
-                    label="PDF files (the Upload tab's limits apply)",
+                    label="PDF or Word (.docx) files (the Upload tab's limits apply)",
                     file_count="multiple",
                     file_types=[".pdf", ".docx"],
                     type="filepath",
