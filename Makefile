@@ -29,7 +29,7 @@ $(VENV)/.installed: pyproject.toml Makefile $(CONSTRAINTS)
 	touch $@
 
 $(VENV)/.installed-engine: $(VENV)/.installed
-	$(PIP) install -q $(PIP_C) -e '.[dev,cpu,redis,ui,serve]'
+	$(PIP) install -q $(PIP_C) -e '.[dev,cpu,redis,ui,serve,ocr]'
 	# PyPI's torchvision/torchaudio/torchcodec/triton are built against CUDA torch and break
 	# `import transformers` / `from vllm import LLM` beside the CPU build.
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true
@@ -59,20 +59,23 @@ test: lint install-engine system-deps
 test-fast: install
 	$(PY) -m pytest -q -m "not integration"
 
-# The workbench's security tests run in Debian's chromium (/usr/bin/chromium, driven by playwright) and the cache
-# tests against a real redis-server: installed with apt-get when missing and possible (root or password-less
-# sudo), else make stops and says what to install. Never a silent skip.
+# The workbench's security tests run in Debian's chromium (/usr/bin/chromium, driven by playwright), the cache
+# tests against a real redis-server and the OCR tests with Debian's tesseract (English data): installed with
+# apt-get when missing and possible (root or password-less sudo), else make stops and says what to install.
+# Never a silent skip.
 system-deps:
 	@missing=""; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v tesseract >/dev/null || missing="$$missing tesseract-ocr"; \
+	tesseract --list-langs 2>/dev/null | grep -qx eng || missing="$$missing tesseract-ocr-eng"; \
 	[ -z "$$missing" ] && exit 0; \
 	if [ "$$(id -u)" = 0 ]; then sudo=""; elif sudo -n true 2>/dev/null; then sudo="sudo -n"; else sudo=no; fi; \
 	if command -v apt-get >/dev/null && [ "$$sudo" != no ]; then \
-		echo "make test: installing$$missing with apt-get (the browser and Redis tests need them)"; \
+		echo "make test: installing$$missing with apt-get (the browser, Redis and OCR tests need them)"; \
 		$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi; \
-	if [ ! -x /usr/bin/chromium ] || ! command -v redis-server >/dev/null; then \
+	if [ ! -x /usr/bin/chromium ] || ! command -v redis-server >/dev/null || ! tesseract --list-langs 2>/dev/null | grep -qx eng; then \
 		echo "make test needs$$missing and could not install it (no apt-get, or neither root nor password-less sudo)." >&2; \
 		echo "Install it, then run make test again:  sudo apt-get install -y$$missing" >&2; \
 		echo "(make test-fast runs the unit tests without them)" >&2; \

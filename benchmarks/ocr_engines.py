@@ -1,6 +1,7 @@
 """OCR engines compared on our pages: Tesseract (Debian's tesseract-ocr 5 through pytesseract) against RapidOCR
 (PyPI's rapidocr, PP-OCR ONNX models bundled in the wheel, on onnxruntime), side by side in one run.
 
+    .venv/bin/pip install rapidocr onnxruntime      # the candidate not chosen: not in any extra
     .venv/bin/python benchmarks/ocr_engines.py      # writes benchmarks/results/ocr_engines.json
 
 The pages: every page of samples/master_services_agreement.pdf and 10 pages of the CUAD dev contracts (the
