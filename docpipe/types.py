@@ -73,6 +73,28 @@ class Page:
     def ok(self) -> bool:
         return self.status is PageStatus.OK
 
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the page as stored: number, text, status, detail and, for an OCR page, confidence and words."""
+        data: dict[str, Any] = {"number": self.number, "text": self.text, "status": self.status.value}
+        data["detail"] = self.detail
+        if self.confidence is not None:
+            data["confidence"] = self.confidence
+        if self.words:
+            data["words"] = [list(w) for w in self.words]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Page:
+        """Returns the page `to_dict` gave (records stored before OCR have no confidence or words)."""
+        return cls(
+            data["number"],
+            data["text"],
+            PageStatus(data["status"]),
+            data.get("detail", ""),
+            confidence=data.get("confidence"),
+            words=tuple(tuple(w) for w in data.get("words", ())),
+        )
+
     def describe(self) -> str:
         """Returns a one-line human description, e.g. ``page 7: no text layer (scanned?)``."""
         if self.ok:
@@ -205,23 +227,13 @@ class Document:
             "fingerprint": self.fingerprint,
             "password_check": self.password_check,
             "kind": self.kind,
-            "pages": [_page_dict(p) for p in self.pages],
+            "pages": [p.to_dict() for p in self.pages],
             "sections": [{**asdict(s), "heading_path": list(s.heading_path)} for s in self.sections],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Document:
-        pages = [
-            Page(
-                p["number"],
-                p["text"],
-                PageStatus(p["status"]),
-                p.get("detail", ""),
-                confidence=p.get("confidence"),
-                words=tuple(tuple(w) for w in p.get("words", ())),
-            )
-            for p in data["pages"]
-        ]
+        pages = [Page.from_dict(p) for p in data["pages"]]
         sections = [Section(**{**s, "heading_path": tuple(s["heading_path"])}) for s in data.get("sections", [])]
         return cls(
             id=data["id"],
@@ -233,20 +245,6 @@ class Document:
             password_check=data.get("password_check"),
             kind=data.get("kind", "pdf"),
         )
-
-
-def _page_dict(page: Page) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "number": page.number,
-        "text": page.text,
-        "status": page.status.value,
-        "detail": page.detail,
-    }
-    if page.confidence is not None:
-        data["confidence"] = page.confidence
-    if page.words:
-        data["words"] = [list(w) for w in page.words]
-    return data
 
 
 @dataclass(frozen=True, slots=True)

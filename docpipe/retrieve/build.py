@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from docpipe.errors import EmptyFileError, FileMissingError, InputError, PasswordRequiredError, WrongPasswordError
 from docpipe.events import emit as emit_metric
 from docpipe.retrieve.fusion import SearchIndex
-from docpipe.types import Document, Page, PageStatus, Passage
+from docpipe.types import Document, Page, Passage
 
 if TYPE_CHECKING:
     import numpy as np
@@ -148,7 +148,7 @@ def extract(
     # check failed open on PDFs pypdf could not parse.
     if record is None or "needs_password" not in record:
         record = _extract_record(store, doc_id, data, label, password, kind=kind, settings=settings, progress=progress)
-    pages = [Page(p["number"], p["text"], PageStatus(p["status"]), p.get("detail", "")) for p in record["pages"]]
+    pages = [Page.from_dict(p) for p in record["pages"]]
     return Document(
         id=doc_id,
         name=label,
@@ -187,9 +187,7 @@ def _extract_record(
         "name": label,
         "kind": kind,
         "extractor": extractor,
-        "pages": [
-            {"number": p.number, "text": p.text, "status": p.status.value, "detail": p.detail} for p in extraction.pages
-        ],
+        "pages": [p.to_dict() for p in extraction.pages],  # an OCR page keeps its confidence and word boxes
         "password_check": password_check(doc_id, password) if password and needs_password else None,
         "needs_password": needs_password,
     }
