@@ -9,7 +9,8 @@ The tree::
     │   ├── EmptyFileError
     │   └── NotAPDFError                   neither a PDF nor a Word (.docx) file
     ├── ExtractionError                    a PDF or Word file could not be turned into text
-    │   ├── PasswordRequiredError          encrypted, no password given (an encrypted Word file: never opened)
+    │   ├── PasswordRequiredError          encrypted, no password given
+    │   ├── EncryptedWordFileError         a password-protected Word file: never decrypted, save a plain copy
     │   ├── WrongPasswordError             encrypted, the password does not open it
     │   ├── MalformedPDFError              broken structure the extractor cannot recover (PDF or Word)
     │   ├── NoTextError                    opens, but no page has a text layer (scanned?)
@@ -36,6 +37,7 @@ __all__ = [
     "DependencyError",
     "DocpipeError",
     "EmptyFileError",
+    "EncryptedWordFileError",
     "EncryptionCheckError",
     "EngineError",
     "EngineUnavailableError",
@@ -100,6 +102,10 @@ class ExtractionError(DocpipeError):
 
 class PasswordRequiredError(ExtractionError):
     """The PDF is encrypted and no password was given."""
+
+
+class EncryptedWordFileError(ExtractionError):
+    """A password-protected Word file: docpipe does not decrypt Word files (a password would not help)."""
 
 
 class WrongPasswordError(ExtractionError):

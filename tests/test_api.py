@@ -57,6 +57,7 @@ PUBLIC_API = [
     "Document",
     "EchoEngine",
     "EmptyFileError",
+    "EncryptedWordFileError",
     "EncryptionCheckError",
     "Engine",
     "EngineError",

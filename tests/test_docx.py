@@ -26,7 +26,7 @@ from test_server import serving
 
 from docpipe import DocPipe, Settings
 from docpipe.engine.fake import EchoEngine
-from docpipe.errors import ExtractionError, MalformedPDFError, NotAPDFError, PasswordRequiredError
+from docpipe.errors import EncryptedWordFileError, ExtractionError, MalformedPDFError, NotAPDFError
 from docpipe.ingest.extract.docx import DOCX_MEDIA_TYPE, document_kind, extract_docx
 
 TERMINATION = "What is the notice period for termination for convenience?"
@@ -294,9 +294,9 @@ def test_an_encrypted_word_file_is_refused_saying_what_to_do() -> None:
     out = io.BytesIO()
     OOXMLFile(io.BytesIO(contract_docx())).encrypt("secret", out)
     for name in ("locked.docx", "upload.pdf"):
-        with pytest.raises(PasswordRequiredError, match="encrypted .*Word file.*unprotected copy.*PDF"):
+        with pytest.raises(EncryptedWordFileError, match="encrypted .*Word file.*unprotected copy.*PDF"):
             document_kind(out.getvalue(), name)
-    with pytest.raises(PasswordRequiredError, match="cannot open"):
+    with pytest.raises(EncryptedWordFileError, match="cannot open"):
         extract_docx(out.getvalue(), name="locked.docx")
 
 
@@ -425,6 +425,20 @@ def test_the_rest_upload_takes_a_docx_raw_or_multipart(tmp_path: Path) -> None:
             timeout=30,
         )
         assert text.status_code == 415 and "wordprocessingml" in text.text
+        # A password-protected Word file: docpipe cannot decrypt it, so the error says to save a copy, and
+        # never asks for a password that would not help.
+        from msoffcrypto.format.ooxml import OOXMLFile
+
+        locked = io.BytesIO()
+        OOXMLFile(io.BytesIO(data)).encrypt("secret", locked)
+        refused = httpx.post(
+            f"{served.url}/v1/documents",
+            files={"file": ("locked.docx", locked.getvalue(), DOCX_MEDIA_TYPE)},
+            headers=served.headers,
+            timeout=120,
+        )
+        assert refused.status_code == 422 and refused.json()["error"]["type"] == "encrypted_word_file", refused.text
+        assert "unprotected copy" in refused.text and "X-Document-Password" not in refused.text
 
 
 def test_the_cli_ingests_and_asks_a_docx(tmp_path: Path) -> None:

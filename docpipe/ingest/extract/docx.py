@@ -7,7 +7,7 @@ A Word file has no pages, so its "pages" are its paragraphs and table rows, numb
 
 `document_kind` tells a PDF from a Word file by its bytes (a ZIP holding ``word/document.xml``) or its
 ``.docx`` name, and refuses everything else with `NotAPDFError`; an encrypted Word file (an OLE compound file
-holding an ``EncryptedPackage`` stream) is refused at once with `PasswordRequiredError`. `extract_docx` reads
+holding an ``EncryptedPackage`` stream) is refused at once with `EncryptedWordFileError`. `extract_docx` reads
 a Word file in the same sandboxed worker as PDFs (time bound, memory cap, lower priority); in the worker,
 `read_docx` checks the ZIP before reading any of it (entry count, total uncompressed size, compression ratio:
 a zip bomb is refused from its directory) and refuses XML parts that declare a DTD (Word never writes one:
@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import (
     EmptyFileError,
+    EncryptedWordFileError,
     ExtractionError,
     ExtractionTimeoutError,
     MalformedPDFError,
     NotAPDFError,
-    PasswordRequiredError,
     TooMuchTextError,
 )
 from docpipe.ingest.extract.api import Extraction
@@ -97,7 +97,7 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 def document_kind(data: bytes, name: str) -> str:
     """Returns ``"pdf"`` or ``"docx"`` for the document in `data` called `name`: a PDF by its header, a Word
     file by its bytes (a ZIP holding ``word/document.xml``) or its ``.docx`` name (a broken one is then
-    refused as a broken Word file, not as "not a PDF"). Raises `EmptyFileError`, `PasswordRequiredError` for an
+    refused as a broken Word file, not as "not a PDF"). Raises `EmptyFileError`, `EncryptedWordFileError` for an
     encrypted Word file, and `NotAPDFError` for anything else, saying what the bytes look like."""
     if not data:
         raise EmptyFileError(f"{name} is empty (0 bytes): check that the file was written completely", path=name)
@@ -130,9 +130,9 @@ def _described(data: bytes) -> str:
     return head
 
 
-def encrypted(name: str) -> PasswordRequiredError:
+def encrypted(name: str) -> EncryptedWordFileError:
     """Returns the error for a password-protected Word file, which docpipe does not decrypt."""
-    return PasswordRequiredError(
+    return EncryptedWordFileError(
         f"{name} is an encrypted (password-protected) Word file, which docpipe cannot open: open it in Word and "
         "save an unprotected copy (File > Info > Protect Document > Encrypt with Password: clear the password), "
         "or save it as PDF, and ingest that",
@@ -160,7 +160,7 @@ def extract_docx(
     and an `EncryptionStatus` of "not encrypted", read in a sandboxed extraction worker with the time and
     memory bounds of `settings`, as `extract_document` reads a PDF.
 
-    Raises `PasswordRequiredError` for an encrypted Word file, `MalformedPDFError` for a broken one (not a ZIP,
+    Raises `EncryptedWordFileError` for an encrypted Word file, `MalformedPDFError` for a broken one (not a ZIP,
     no ``word/document.xml``, an XML part declaring a DTD), `ExtractionError` for a zip bomb, `NoTextError`
     when no paragraph holds text and `TooMuchTextError` past ``max_page_chars`` in one paragraph or
     ``max_chars`` in all; the message says how to fix it.
