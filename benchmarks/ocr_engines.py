@@ -12,6 +12,7 @@ error rate (Levenshtein distance / reference length) of the OCR text against the
 (pypdfium2), both with runs of whitespace collapsed to one space; seconds per page are wall-clock for the
 engine call alone (the render is the same for both). Engines run in alternating order from page to page so that
 machine noise falls on both alike.
+The committed copy (docs/benchmarks/) adds the conclusions drawn from the numbers as "notes".
 """
 
 from __future__ import annotations

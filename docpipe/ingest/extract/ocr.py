@@ -98,9 +98,11 @@ class DocumentOcr:
     def wanted(self, index: int, text: str) -> bool:
         """Returns whether page `index`, whose text layer is `text`, should be read by OCR."""
         count = letters(text)
-        if count == 0 or count >= ALMOST_NO_LETTERS:
-            return count == 0
+        if count >= ALMOST_NO_LETTERS:
+            return False
         self._open_doc()
+        if count == 0:
+            return _draws_anything(self._doc, index)  # a truly blank page is not worth a render
         return needs_ocr(text, _image_cover(self._doc, index))
 
     def read(self, index: int) -> OcrPage:
@@ -261,6 +263,15 @@ class PageReader:
                 "(raise DOCPIPE_EXTRACTION__OCR_PAGE_TIMEOUT_S)"
             )
         return "OCR stopped at the document's time bound (raise DOCPIPE_EXTRACTION__TIMEOUT_S)"
+
+
+def _draws_anything(doc: Any, index: int) -> bool:
+    """Returns whether page `index` has any page object (image, path, text, shading or form) to render."""
+    page = doc[index]
+    try:
+        return any(True for _ in page.get_objects(max_depth=1))
+    finally:
+        page.close()
 
 
 def _image_cover(doc: Any, index: int) -> float:
