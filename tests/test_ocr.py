@@ -275,3 +275,17 @@ def test_a_scan_with_an_ocr_layer_keeps_its_layer_and_is_not_read_again() -> Non
     (entry,) = _bad_pdf_entries("scanned-with-ocr-layer")
     pages = extract_pages((BAD / entry["file"]).read_bytes(), settings=ExtractionSettings(), name=entry["file"])
     assert pages and all(page.status is PageStatus.OK and page.confidence is None for page in pages)
+
+
+def test_a_document_stored_before_ocr_is_read_again_once_ocr_is_there(tmp_path: Path, tesseract: str) -> None:
+    """Extraction records are kept by document and extractor: one made without OCR (its scanned page empty) is
+    extracted again when OCR can now read that page, and kept after that."""
+    data = mixed_pdf({3: image_pdf([scanned_page(3, seed=5)])})
+    home = tmp_path / "home"
+    before = DocPipe(Settings.preset("test", home=home, extraction={"ocr": "off"})).ingest(data, name="mixed.pdf")
+    assert before.pages[2].status is PageStatus.NO_TEXT
+    after = DocPipe(Settings.preset("test", home=home)).ingest(data, name="mixed.pdf")
+    assert after.id == before.id and after.pages[2].status is PageStatus.OCR and after.pages[2].words
+    log_program, log = counting_tesseract(tmp_path, tesseract)
+    again = DocPipe(Settings.preset("test", home=home, extraction={"ocr_command": log_program})).ingest(data)
+    assert again.pages[2].status is PageStatus.OCR and calls(log) == 0  # the new record is kept

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from docpipe.errors import EmptyFileError, FileMissingError, InputError, PasswordRequiredError, WrongPasswordError
 from docpipe.events import emit as emit_metric
 from docpipe.retrieve.fusion import SearchIndex
-from docpipe.types import Document, Page, Passage
+from docpipe.types import Document, Page, PageStatus, Passage
 
 if TYPE_CHECKING:
     import numpy as np
@@ -146,7 +146,7 @@ def extract(
     record = store.load_extraction(doc_id, extractor)
     # Records from before the sandboxed encryption check (no "needs_password") are extracted again: the old
     # check failed open on PDFs pypdf could not parse.
-    if record is None or "needs_password" not in record:
+    if record is None or "needs_password" not in record or _ocr_changed(record, settings):
         record = _extract_record(store, doc_id, data, label, password, kind=kind, settings=settings, progress=progress)
     pages = [Page.from_dict(p) for p in record["pages"]]
     return Document(
@@ -188,12 +188,22 @@ def _extract_record(
         "kind": kind,
         "extractor": extractor,
         "pages": [p.to_dict() for p in extraction.pages],  # an OCR page keeps its confidence and word boxes
+        "ocr": settings.ocr_in_effect() if kind != "docx" else None,
         "password_check": password_check(doc_id, password) if password and needs_password else None,
         "needs_password": needs_password,
     }
     store.save_source(doc_id, data)
     store.save_extraction(doc_id, extractor, record)
     return record
+
+
+def _ocr_changed(record: dict[str, Any], settings: ExtractionSettings) -> bool:
+    """Returns True when OCR would now give the stored record's pages other text: it was made with other OCR
+    (none, or another engine or dpi) and has pages without text or read by OCR. A record of a Word file, or of a
+    PDF whose pages all have a text layer, stays."""
+    if record.get("kind") == "docx" or record.get("ocr") == settings.ocr_in_effect():
+        return False
+    return any(p["status"] in (PageStatus.NO_TEXT.value, PageStatus.OCR.value) for p in record["pages"])
 
 
 @dataclass(slots=True)

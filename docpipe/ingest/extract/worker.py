@@ -240,6 +240,7 @@ def worker_main(request: dict[str, Any], reply_fd: int) -> None:
                 max_pages=request["max_pages"],
                 memory_limit_mb=request["memory_limit_mb"],
                 budget=TextBudget(name, request["extractor"], request["max_chars"], request["max_page_chars"]),
+                ocr=request.get("ocr"),
             )
             reply = {"pages": pages, "encryption": status}
     except DocpipeError as exc:
