@@ -145,6 +145,20 @@ def test_the_termination_clause_is_cited_on_page_9_and_marked_as_read_by_ocr(sca
     assert "ninety (90) days" in answer.text and "p. 9" in answer.text
 
 
+def test_the_page_view_marks_the_quote_on_the_scan_from_the_ocr_word_boxes(scanned) -> None:
+    pytest.importorskip("gradio", reason="the workbench's page view needs the ui extra: pip install 'docpipe[ui]'")
+    from docpipe.ui.pageview import show_citation
+
+    dp, doc, _log = scanned
+    best = dp.ask(doc, KEY_QUESTION).citations[0]
+    view = show_citation(dp, doc, best)
+    assert view.page == 9 and view.matched in ("quote", "highlight") and view.boxes
+    assert "read by OCR" in view.caption
+    # The marks sit on the words OCR placed: each box is one of the page's word boxes, in pixels.
+    words = {(int(left * view.width), int(top * view.height)) for *_, left, top, _right, _bottom in doc.pages[8].words}
+    assert all(any(abs(box[0] + 2 - x) <= 1 and abs(box[1] + 2 - y) <= 1 for x, y in words) for box in view.boxes)
+
+
 def _text_layer_box(number: int, word: str) -> tuple[float, float, float, float]:
     """Returns the box of the first `word` on page `number` of the sample's text layer, as fractions from the top left."""
     import pypdfium2 as pdfium
