@@ -1,9 +1,10 @@
-"""Dynamic batching for the offline engine only (`VLLMEngine`, vLLM's ``LLM``, which runs one batch at a
-time and returns it whole): requests from callers that arrive one by one (CLI loops, API users in threads,
-the UI) that come within `batch_timeout_ms` of each other, up to `max_batch_size`, go to the engine as one
-batch. `batch_sizes` records the batches actually formed. An engine that takes requests as they come
-(`AsyncEngine`: a model server, AsyncLLM) is not wrapped (`DocPipe` sends to it directly): it batches
-continuously and schedules by priority itself, and a batcher would hold a question behind a running batch.
+"""Dynamic batching for engines that run one batch at a time (`VLLMEngine`, vLLM's ``LLM``, which returns a
+batch whole; the echo engine stands in for it in tests): requests from callers that arrive one by one (CLI
+loops, API users in threads, the UI) that come within `batch_timeout_ms` of each other, up to `max_batch_size`,
+go to the engine as one batch. `batch_sizes` records the batches actually formed. An engine that takes
+requests as they come (``continuous_batching = True``: the OpenAI-compatible engine to a model server) is not
+wrapped (`DocPipe` sends to it directly): it batches continuously and schedules by priority itself, and a
+batcher would hold a question behind a running batch.
 
 Priority: waiting callers are served lowest `GenerationRequest.priority` first (vLLM's convention), so an
 interactive question (`PRIORITY_INTERACTIVE`) queued behind bulk work (`PRIORITY_ANALYSIS`,
