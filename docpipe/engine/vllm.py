@@ -293,6 +293,8 @@ class AsyncVLLMEngine:
     requests were in flight each time a request produced output: the batch sizes the engine saw."""
 
     name = "vllm-async"
+    # AsyncLLM schedules requests itself (continuous batching, priority): no batcher goes in front of it.
+    continuous_batching = True
 
     def __init__(self, model: str, **kwargs: Any) -> None:
         _import_vllm()
