@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -151,6 +152,12 @@ def _questions(args) -> list[str]:
 
 
 def _print_answer(answer, *, show_thinking: bool) -> None:
+    _print_heading(answer)
+    print(answer.text or "(no answer text)")
+    _print_sources(answer, show_thinking=show_thinking)
+
+
+def _print_heading(answer) -> None:
     print(f"Q: {answer.question}\n")
     if answer.collection and not answer.document_ids:
         print(
@@ -159,7 +166,11 @@ def _print_answer(answer, *, show_thinking: bool) -> None:
         )
     elif answer.collection:
         print(f"Collection {answer.collection}: answered from {len(answer.document_ids)} contracts.\n")
-    print(answer.text or "(no answer text)")
+
+
+def _print_sources(answer, *, show_thinking: bool, thinking_shown: bool = False) -> None:
+    """Prints what follows the answer's text: its checked citations, its thinking (or how long it was; nothing
+    when `thinking_shown`, already streamed) and its notice."""
     if answer.citations:
         print("\nSources:")
         for number, c in enumerate(answer.citations, 1):
@@ -173,7 +184,7 @@ def _print_answer(answer, *, show_thinking: bool) -> None:
                 doc_id = c.document_id or answer.document_id
                 where = f"{c.document_name or answer.document_name} ({doc_id[:12]}), {where}"
             print(f"  {number}. {where}: {mark}")
-    if answer.thinking:
+    if answer.thinking and not thinking_shown:
         if show_thinking:
             print("\nThinking:\n" + textwrap.indent(answer.thinking, "  "))
         else:
@@ -182,12 +193,76 @@ def _print_answer(answer, *, show_thinking: bool) -> None:
         print("\n" + textwrap.fill(answer.notice, 100))
 
 
+def _streams(args, questions: list[str]) -> bool:
+    """Returns True when the answer is printed as the engine writes it: one question, to a terminal, not --json."""
+    return len(questions) == 1 and not args.json and not args.no_stream and sys.stdout.isatty()
+
+
+def _stream_answer(dp, target, question: str, args):
+    """Prints the answer (and, with --show-thinking, the thinking, dimmed) as the engine writes it, then the
+    checked citations as `_print_answer` prints them; returns the finished answer. An engine that does not
+    stream, a collection and a cached answer come whole, printed exactly as without streaming."""
+    import contextlib
+
+    out = sys.stdout
+    dim, plain = ("", "") if os.environ.get("NO_COLOR") else ("\x1b[2m", "\x1b[0m")
+    state = "start"  # then "thinking" or "answer", as pieces arrive
+    streamed, thought = "", False
+    answer = None
+    events = dp.ask_stream(
+        target, question, k=args.k, mode=args.mode, password=args.password, use_cache=not args.no_cache
+    )
+    with contextlib.closing(events):
+        for event in events:
+            if event.kind == "done":
+                answer = event.answer
+                break
+            if event.kind == "thinking" and not args.show_thinking:
+                continue
+            if state == "start":
+                out.write(f"Q: {question}\n\n")
+            if event.kind == "thinking":
+                thought = True
+                if state != "thinking":
+                    out.write("Thinking:\n  " + dim)
+                out.write(event.text.replace("\n", "\n  "))
+            else:
+                if state == "thinking":
+                    out.write(plain + "\n\n")
+                streamed += event.text
+                out.write(event.text)
+            state = event.kind
+            out.flush()
+    if state == "thinking":  # the stream stopped before any answer text
+        out.write(plain + "\n\n")
+    if answer is None:
+        from docpipe.errors import EngineError
+
+        raise EngineError("the answer stream ended without an answer: ask again, or add --no-stream")
+    if state == "start":
+        _print_answer(answer, show_thinking=args.show_thinking)
+        return answer
+    if streamed.strip() != answer.text:
+        # The engine's final text is the answer of record (see AnswerEvent); say so rather than leave the draft.
+        out.write("\n\nThe final answer:\n" + (answer.text or "(no answer text)"))
+    elif not streamed:
+        out.write("(no answer text)")
+    out.write("\n")
+    out.flush()
+    _print_sources(answer, show_thinking=args.show_thinking, thinking_shown=thought)
+    return answer
+
+
 def _cmd_ask(dp, args) -> int:
     target = _target(dp, args, "ask")
     questions = _questions(args)
-    answers = dp.ask_many(
-        target, questions, k=args.k, mode=args.mode, password=args.password, use_cache=not args.no_cache
-    )
+    streaming = _streams(args, questions)
+    if streaming:
+        answers = [_stream_answer(dp, target, questions[0], args)]
+    else:
+        answers = dp.ask_many(
+            target, questions, k=args.k, mode=args.mode, password=args.password, use_cache=not args.no_cache
+        )
     if args.manifest:
         manifests = [a.manifest().to_dict() for a in answers]
         args.manifest.write_text(json.dumps(manifests, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -197,6 +272,8 @@ def _cmd_ask(dp, args) -> int:
             if len(answers) == 1 and args.question and not args.more
             else [a.to_dict() for a in answers]
         )
+        return 0
+    if streaming:
         return 0
     for number, answer in enumerate(answers):
         if number:

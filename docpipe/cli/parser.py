@@ -84,7 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
     p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the answer cache")
-    p.add_argument("--show-thinking", action="store_true", help="print the model's thinking after the answer")
+    p.add_argument(
+        "--show-thinking",
+        action="store_true",
+        help="print the model's thinking (on a terminal, dimmed as it is written; else after the answer)",
+    )
+    p.add_argument(
+        "--no-stream",
+        action="store_true",
+        help="on a terminal, print the answer when it is finished instead of as it is written",
+    )
     p.add_argument("--manifest", type=Path, help="write the answers' audit manifests (JSON) to this file")
     p.add_argument("--password", help="password for an encrypted PDF")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -22,6 +22,7 @@ __all__ = [
     "CollectionDeleted",
     "CollectionDocuments",
     "CollectionList",
+    "DocumentAskRequest",
     "DocumentInfo",
     "ErrorDetail",
     "ErrorResponse",
@@ -102,6 +103,17 @@ class AskRequest(BaseModel):
 
     def all_questions(self) -> list[str]:
         return [self.question] if self.question is not None else list(self.questions or [])
+
+
+class DocumentAskRequest(AskRequest):
+    """An ask of one document, which can also be streamed."""
+
+    stream: bool = Field(
+        False,
+        description="Answer as server-sent events (text/event-stream): `thinking` and `answer` pieces "
+        '({"text": ...}) as the engine writes them, then `done` with the stored answer (as in `answers`), or '
+        '`error` ({"error": {"type", "message"}}) if it fails on the way. One question only.',
+    )
 
 
 class CitationOut(BaseModel):

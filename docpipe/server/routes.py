@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import logging
 import os
 import re
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docpipe.answer.core import check_question
-from docpipe.errors import ConfigError, EmptyFileError, InputError, PasswordRequiredError
+from docpipe.errors import ConfigError, DocpipeError, EmptyFileError, InputError, PasswordRequiredError
 from docpipe.ingest.store import make_private_dir
 from docpipe.names import clean_upload_name
 from docpipe.server.access import MATTER_HEADER, AccessDenied, Caller, authenticate, choose_matter
@@ -28,9 +30,9 @@ from docpipe.server.models import (
     _UPLOAD_BODY,
     AnalyzeRequest,
     AnswerOut,
-    AskRequest,
     AskResponse,
     Deleted,
+    DocumentAskRequest,
     DocumentInfo,
     DocumentList,
     Health,
@@ -45,8 +47,10 @@ try:  # the serve extra; create_app says how to install it when missing
     from fastapi import Depends, Header, Query, Request
     from fastapi.security import HTTPAuthorizationCredentials
     from starlette.exceptions import HTTPException as _HTTPException
+    from starlette.responses import StreamingResponse as _StreamingResponse
 except ImportError:  # pragma: no cover
     _HTTPException = Exception  # type: ignore[assignment,misc]
+    _StreamingResponse = object  # type: ignore[assignment,misc]
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -58,9 +62,11 @@ if TYPE_CHECKING:
     from docpipe.server.housekeeping import Housekeeper
     from docpipe.server.metrics import Metrics
     from docpipe.server.storage import ResultStore
-    from docpipe.types import Document
+    from docpipe.types import Answer, Document
 
 _DOC_ID = re.compile(r"^[0-9a-f]{64}$")
+
+logger = logging.getLogger(__name__)
 
 
 def _http(exc: AccessDenied) -> Exception:
@@ -71,6 +77,73 @@ def _http(exc: AccessDenied) -> Exception:
 def _is_key(caller: Caller) -> bool:
     """Returns True for a per-user key (grants are per key; the shared token and the local user get none)."""
     return caller.key_id not in ("local", "token")
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    """Returns one server-sent event (JSON data on one line)."""
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def _sse_error(exc: BaseException) -> bytes:
+    """Returns the ``error`` event for a stream that failed after it started: the body an HTTP error would
+    have had (`docpipe.server.errors`); an unexpected error's details go to the log, not to the client."""
+    from docpipe.server.errors import _http_message, error_status
+
+    if isinstance(exc, DocpipeError):
+        status, kind = error_status(exc)
+        if status >= 500:
+            logger.warning("a streamed ask failed: %s: %s", type(exc).__name__, exc)
+        return _sse("error", {"error": {"type": kind, "message": _http_message(exc)}})
+    reference = uuid.uuid4().hex[:12]
+    logger.error("unexpected error %s in a streamed ask", reference, exc_info=(type(exc), exc, exc.__traceback__))
+    message = f"unexpected server error (reference {reference}): see the server log"
+    return _sse("error", {"error": {"type": "internal_error", "message": message}})
+
+
+class _EventStream(_StreamingResponse):
+    """A text/event-stream response of `events` (server-sent events from a generator run in worker threads).
+    When the client disconnects the generator is closed at once (which cancels the engine's request), not when
+    the next piece fails to send; a failure on the way becomes an ``error`` event."""
+
+    def __init__(self, events: Generator[bytes, None, None]) -> None:
+        # A proxy in front must pass each event on as it comes (nginx buffers unless told not to).
+        super().__init__(
+            (), media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        )
+        self.events = events
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        import anyio
+        from starlette.concurrency import run_in_threadpool
+
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+
+        async def pump() -> None:
+            end = object()
+            try:
+                try:
+                    while (chunk := await run_in_threadpool(next, self.events, end)) is not end:
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                except OSError:  # the client is gone (uvicorn's ClientDisconnected)
+                    return
+                except Exception as exc:  # noqa: BLE001 - the status is sent: the error goes in the stream
+                    await send({"type": "http.response.body", "body": _sse_error(exc), "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            finally:
+                tasks.cancel_scope.cancel()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            tasks.cancel_scope.cancel()
+
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(pump)
+                tasks.start_soon(watch)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await run_in_threadpool(self.events.close)
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,22 +414,57 @@ def _install_routes(app: FastAPI) -> None:
             "review_jobs": removed.review_jobs,
         }
 
-    def ask_sync(who: Caller, doc_id: str, body: AskRequest) -> dict[str, Any]:
+    def store_answer(who: Caller, doc_id: str, answer: Answer) -> dict[str, Any]:
+        record = {**answer.to_dict(), "id": uuid.uuid4().hex}
+        results.save("answers", record["id"], record, matter=who.matter, document_id=doc_id)
+        return record
+
+    def ask_sync(who: Caller, doc_id: str, body: DocumentAskRequest) -> dict[str, Any]:
         questions = check_questions(body.all_questions())
         with logged(who, "ask", doc_id, questions):
             doc = open_document(who, doc_id, body.password)
             answers = dp.ask_many(doc, questions, k=body.k, mode=body.mode, use_cache=body.use_cache)
-            out = []
-            for answer in answers:
-                record = {**answer.to_dict(), "id": uuid.uuid4().hex}
-                results.save("answers", record["id"], record, matter=who.matter, document_id=doc_id)
-                out.append(record)
+            out = [store_answer(who, doc_id, answer) for answer in answers]
         return {"document_id": doc_id, "answers": out}
 
-    @api.post("/documents/{doc_id}/ask", response_model=AskResponse, summary="Ask questions")
-    async def ask(doc_id: str, body: AskRequest, who: Caller = reader) -> dict[str, Any]:
-        """Returns one answer per question, in order, with checked citations; each answer is stored by its id."""
-        return await run_in_threadpool(ask_sync, who, doc_id, body)
+    def ask_events(who: Caller, doc_id: str, body: DocumentAskRequest) -> Generator[bytes, None, None]:
+        """Yields the streamed ask as server-sent events. The first step checks and opens the document and
+        yields nothing (its errors are HTTP errors); the access log line is written when the stream ends,
+        however it ends (``GeneratorExit``: the client left)."""
+        questions = check_questions(body.all_questions())
+        if len(questions) > 1:
+            raise ConfigError(
+                f'"stream": true answers one question, not {len(questions)}: send "question" (or a one-item '
+                '"questions"), or the questions without "stream" to have them answered as one batch'
+            )
+        with logged(who, "ask", doc_id, questions):
+            doc = open_document(who, doc_id, body.password)
+            yield b""
+            events = dp.ask_stream(doc, questions[0], k=body.k, mode=body.mode, use_cache=body.use_cache)
+            try:
+                for event in events:
+                    if event.kind == "done" and event.answer is not None:
+                        yield _sse("done", store_answer(who, doc_id, event.answer))
+                    elif event.text:
+                        yield _sse(event.kind, {"text": event.text})
+            finally:
+                events.close()  # type: ignore[attr-defined]  # a generator: closing it cancels the engine's request
+
+    @api.post(
+        "/documents/{doc_id}/ask",
+        response_model=AskResponse,
+        summary="Ask questions",
+        responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}},
+    )
+    async def ask(doc_id: str, body: DocumentAskRequest, who: Caller = reader) -> Any:
+        """Returns one answer per question, in order, with checked citations; each answer is stored by its id.
+        With ``"stream": true`` (one question), the answer comes as server-sent events (see the body's
+        ``stream``)."""
+        if not body.stream:
+            return await run_in_threadpool(ask_sync, who, doc_id, body)
+        events = ask_events(who, doc_id, body)
+        await run_in_threadpool(next, events)  # checks, opens the document: errors are answered as usual
+        return _EventStream(events)
 
     def analyze_sync(who: Caller, doc_id: str, body: AnalyzeRequest) -> dict[str, Any]:
         with logged(who, "analyze", doc_id, list(body.categories or [])):
@@ -420,7 +528,6 @@ def _install_routes(app: FastAPI) -> None:
         }
 
     from docpipe.server.collection_routes import install_collection_routes
-    from docpipe.server.openai_routes import install_openai_routes
     from docpipe.server.review_routes import install_review_routes
 
     kit = RouteKit(
@@ -439,7 +546,6 @@ def _install_routes(app: FastAPI) -> None:
         check_questions=check_questions,
     )
     install_collection_routes(app, kit)
-    install_openai_routes(app, kit)
     app.state.jobs = install_review_routes(app, kit)
     app.include_router(api)
     app.include_router(public)
