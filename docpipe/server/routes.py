@@ -528,6 +528,7 @@ def _install_routes(app: FastAPI) -> None:
         }
 
     from docpipe.server.collection_routes import install_collection_routes
+    from docpipe.server.openai_routes import install_openai_routes
     from docpipe.server.review_routes import install_review_routes
 
     kit = RouteKit(
@@ -546,6 +547,7 @@ def _install_routes(app: FastAPI) -> None:
         check_questions=check_questions,
     )
     install_collection_routes(app, kit)
+    install_openai_routes(app, kit)
     app.state.jobs = install_review_routes(app, kit)
     app.include_router(api)
     app.include_router(public)
