@@ -1,5 +1,10 @@
 """One `Settings` object for every stage, read from arguments, the environment (``DOCPIPE_`` prefix,
-``__`` between nested names, e.g. ``DOCPIPE_EXTRACTION__EXTRACTOR=pypdfium2``) and named presets.
+``__`` between nested names, e.g. ``DOCPIPE_EXTRACTION__EXTRACTOR=pypdfium2``), a TOML config file and named
+presets. Precedence: arguments (and the preset they name) > environment > config file > defaults.
+
+The config file is ``--config PATH`` (`load_settings(config_file=...)`), else ``$DOCPIPE_CONFIG``, else
+``config.toml`` in the user config dir (``~/.config/docpipe/config.toml`` on Linux) when it exists; its tables
+are the nested settings (``[engine]``, ``[retrieval]``...).
 
 Every model refuses keys it does not know, so a misspelt setting (``retrieval={"kk": 2}`` or
 ``DOCPIPE_RETRIEVAL__KK=2``) is an error that names it instead of a default silently kept.
@@ -10,15 +15,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tomllib
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from docpipe.errors import ConfigError
 
 __all__ = [
+    "CONFIG_ENV",
     "PRESETS",
     "AnalysisSettings",
     "ChunkingSettings",
@@ -28,10 +37,18 @@ __all__ = [
     "RetrievalSettings",
     "ReviewSettings",
     "Settings",
+    "config_file_path",
     "default_home",
     "load_settings",
     "merge_settings",
+    "read_config_file",
 ]
+
+#: The environment variable naming the config file (``--config`` wins over it).
+CONFIG_ENV = "DOCPIPE_CONFIG"
+# The file `load_settings(config_file=...)` was given, for the settings source below (which pydantic-settings
+# builds without arguments of ours).
+_CONFIG_FILE: ContextVar[Path | None] = ContextVar("docpipe_config_file", default=None)
 
 
 #: Offline answers quote nothing below this clause score (`docpipe.answer.extractive`): on cuad-dev with the
@@ -384,11 +401,24 @@ class Settings(BaseSettings):
     cache_ttl_s: float = Field(30 * 86400, gt=0, description="How long a cached answer stays valid, in seconds.")
 
     @classmethod
-    def preset(cls, name: str, **overrides: Any) -> Settings:
-        """Returns the settings of a named preset (see `PRESETS`), with overrides applied."""
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Earlier sources win: arguments, then the environment, then the config file.
+        return init_settings, env_settings, _ConfigFileSource(settings_cls)
+
+    @classmethod
+    def preset(cls, name: str, *, config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+        """Returns the settings of a named preset (see `PRESETS`), with overrides applied; `config_file` as in
+        `load_settings`."""
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(sorted(PRESETS))}")
-        return load_settings(**merge_settings(PRESETS[name], overrides))
+        return load_settings(config_file=config_file, **merge_settings(PRESETS[name], overrides))
 
     def store_root(self) -> Path:
         """Returns the store directory: `home`, else ``$DOCPIPE_HOME``, else the user cache dir."""
@@ -460,11 +490,13 @@ def merge_settings(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
     return merged
 
 
-def load_settings(**data: Any) -> Settings:
-    """Returns `Settings` from arguments and ``DOCPIPE_*`` variables; a bad value is a `ConfigError` that
-    names the setting, its environment variable and what is wrong."""
+def load_settings(*, config_file: str | os.PathLike[str] | None = None, **data: Any) -> Settings:
+    """Returns `Settings` from arguments, ``DOCPIPE_*`` variables and the config file (`config_file`, else
+    `config_file_path()`); a bad value is a `ConfigError` that names the setting, its environment variable and
+    what is wrong."""
     from pydantic import ValidationError
 
+    token = _CONFIG_FILE.set(Path(config_file).expanduser() if config_file is not None else None)
     try:
         return Settings(**data)
     except ValidationError as exc:
@@ -476,7 +508,77 @@ def load_settings(**data: Any) -> Settings:
             if error["type"] == "extra_forbidden":
                 message = f"no such setting: check its spelling ({_known(path[:-1])})"
             problems.append(f"{'.'.join(path)} (env {variable}): {message}")
-        raise ConfigError("invalid setting: " + "; ".join(problems)) from None
+        where = config_file_path()
+        source = f" (a value may come from the config file {where})" if where is not None else ""
+        raise ConfigError("invalid setting: " + "; ".join(problems) + source) from None
+    finally:
+        _CONFIG_FILE.reset(token)
+
+
+def config_file_path() -> Path | None:
+    """Returns the config file settings are read from: the one `load_settings` was given, else
+    ``$DOCPIPE_CONFIG``, else the user config dir's ``docpipe/config.toml`` when it exists; None without one."""
+    given = _CONFIG_FILE.get()
+    if given is not None:
+        return given
+    if os.environ.get(CONFIG_ENV):
+        return Path(os.environ[CONFIG_ENV]).expanduser()
+    from platformdirs import user_config_dir
+
+    default = Path(user_config_dir("docpipe")) / "config.toml"
+    return default if default.is_file() else None
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Returns the settings in the TOML file `path`; a `ConfigError` naming the file when it is missing, is not
+    TOML, or holds a key that is no setting (nested tables included)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"the config file {path} does not exist: create it, or fix --config / ${CONFIG_ENV}"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the config file {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"the config file {path} is not valid TOML: {exc}") from None
+    unknown = _unknown_keys(Settings, data, [])
+    if unknown:
+        raise ConfigError(
+            f"the config file {path} has keys that are no setting: {', '.join(unknown)} "
+            f"(check their spelling; {_known([])} and the tables' fields in docpipe/settings.py)"
+        )
+    return data
+
+
+def _unknown_keys(model: type[BaseModel], data: dict[str, Any], parent: list[str]) -> list[str]:
+    # Old names kept as aliases (extractive_sentences) count as known, as they do for arguments.
+    names: dict[str, FieldInfo] = {}
+    for name, field in model.model_fields.items():
+        names[name] = field
+        if isinstance(field.validation_alias, AliasChoices):
+            names.update({alias: field for alias in field.validation_alias.choices if isinstance(alias, str)})
+    unknown = []
+    for key, value in data.items():
+        if key not in names:
+            unknown.append(".".join([*parent, key]))
+            continue
+        annotation = names[key].annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
+            unknown += _unknown_keys(annotation, value, [*parent, key])
+    return unknown
+
+
+class _ConfigFileSource(PydanticBaseSettingsSource):
+    """The config file as a pydantic-settings source, below the environment."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        # Unused: __call__ hands over the whole file at once.
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = config_file_path()
+        return read_config_file(path) if path is not None else {}
 
 
 def _known(parent: list[str]) -> str:

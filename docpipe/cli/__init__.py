@@ -3,7 +3,8 @@
 
 Modules: `parser` (the arguments), `commands` (ingest, search, ask, analyze, the evaluations, ui, serve),
 `admin` (keys, matters, audit, rm), `collections` (collections, ls, and the ``--collection`` side of ingest,
-ask, search and rm), `review` (review grids). Imports nothing heavy at import time: ``docpipe --help`` stays instant.
+ask, search and rm), `review` (review grids), `config` (``config show``, and what every command shares: the
+password, questions from stdin). Imports nothing heavy at import time: ``docpipe --help`` stays instant.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from docpipe.cli import admin, collections, commands, review
+from docpipe.cli import admin, collections, commands, config, review
 from docpipe.cli.commands import EXIT_ERROR
 from docpipe.cli.parser import build_parser
 from docpipe.errors import DocpipeError
@@ -25,6 +26,11 @@ __all__ = ["main"]
 def _settings(args: argparse.Namespace):
     from docpipe.settings import Settings
 
+    # The environment, then the config file, fill in what neither the preset nor the options set.
+    return Settings.preset(args.preset or "default", config_file=args.config, **_overrides(args))
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {}
     if args.extractor:
         overrides["extraction"] = {"extractor": args.extractor}
@@ -41,8 +47,7 @@ def _settings(args: argparse.Namespace):
         overrides["engine"] = engine
     if args.home:
         overrides["home"] = args.home
-    # The environment fills in what neither the preset nor the options set.
-    return Settings.preset(args.preset or "default", **overrides)
+    return overrides
 
 
 _COMMANDS = {
@@ -74,7 +79,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "ui":
         return commands.run_ui(args.ui_args)
-    level = logging.DEBUG if args.debug else logging.WARNING
+    level = (
+        logging.DEBUG
+        if args.debug
+        else logging.INFO
+        if args.verbose
+        else logging.ERROR
+        if args.quiet
+        else logging.WARNING
+    )
     # The handler has the level too: bm25s sets its own logger to DEBUG when imported, past the root's level.
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(level)
@@ -83,10 +96,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.debug:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
+        if args.command == "config":
+            return config.show(args, _overrides(args))
+        if hasattr(args, "password"):
+            args.password = config.resolve_password(args.password, password_file=args.password_file)
+        config.read_stdin_questions(args)
         from docpipe.pipeline import DocPipe
 
         dp = DocPipe(_settings(args))
-        return _COMMANDS[args.command](dp, args)
+        return config.with_password_prompt(_COMMANDS[args.command], dp, args)
     except DocpipeError as exc:
         if args.debug:
             raise

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from docpipe.version import __version__
+
 __all__ = ["build_parser"]
 
 _ASK_OR_COLLECTION = "a PDF, or with --collection the question"
@@ -22,9 +24,32 @@ def _common(*, top: bool) -> argparse.ArgumentParser:
         "--home", default=default, type=Path, help="store folder (default: $DOCPIPE_HOME or the user cache dir)"
     )
     common.add_argument(
+        "--config",
+        default=default,
+        type=Path,
+        metavar="PATH",
+        help="TOML config file (default: $DOCPIPE_CONFIG, else config.toml in the user config dir if present)",
+    )
+    common.add_argument(
         "--debug", default=False if top else argparse.SUPPRESS, action="store_true", help="show tracebacks"
     )
+    # -v and -q only before the command: after `ask` and `review`, -q is another question.
+    loudness = common.add_mutually_exclusive_group()
+    short: tuple[tuple[str, ...], tuple[str, ...]] = (("-v",), ("-q",)) if top else ((), ())
+    loudness.add_argument(
+        *short[0], "--verbose", default=False if top else argparse.SUPPRESS, action="store_true", help="info logs"
+    )
+    loudness.add_argument(
+        *short[1], "--quiet", default=False if top else argparse.SUPPRESS, action="store_true", help="errors only"
+    )
     return common
+
+
+def _password(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--password", help=f"{help} (visible in ps: prefer --password-file or $DOCPIPE_PASSWORD)")
+    p.add_argument(
+        "--password-file", type=Path, metavar="PATH", help="file holding the password on one line (mode 600)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Ask questions of long contracts; answers cite the pages they come from.",
         parents=[_common(top=True)],
     )
+    parser.add_argument("--version", action="version", version=f"docpipe {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("ingest", parents=[common], help="extract, section and index PDFs (cached by content)")
@@ -56,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="with --collection: PDFs extracted at once (default $DOCPIPE_EXTRACTION__MAX_CONCURRENT or 2)",
     )
-    p.add_argument("--password", help="password for encrypted PDFs")
+    _password(p, "password for encrypted PDFs")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("search", parents=[common], help="show the sections that match a question")
@@ -64,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("question", nargs="?", metavar="QUESTION")
     p.add_argument("--collection", metavar="NAME", help="search this collection instead of one PDF")
     p.add_argument("-k", type=int, help="sections to retrieve (default 4)")
-    p.add_argument("--password", help="password for an encrypted PDF")
+    _password(p, "password for an encrypted PDF")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--budget", type=int, help="token budget for the returned sections (default 16384)")
 
@@ -95,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="on a terminal, print the answer when it is finished instead of as it is written",
     )
     p.add_argument("--manifest", type=Path, help="write the answers' audit manifests (JSON) to this file")
-    p.add_argument("--password", help="password for an encrypted PDF")
+    _password(p, "password for an encrypted PDF")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser(
@@ -111,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
     p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the answer cache")
-    p.add_argument("--password", help="password for an encrypted PDF")
+    _password(p, "password for an encrypted PDF")
     p.add_argument("-o", "--output", type=Path, help="write the report to this file instead of printing it")
     p.add_argument("--manifest", type=Path, help="also write the audit manifest (JSON) to this file")
 
@@ -140,10 +166,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
     p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cell cache")
-    p.add_argument("--password", help="password for encrypted PDFs")
+    _password(p, "password for encrypted PDFs")
     p.add_argument("-o", "--output", type=Path, help="write the grid here; the format follows the suffix")
     p.add_argument("--format", choices=["xlsx", "csv", "json", "md"], help="output format (default: by -o, else md)")
     p.add_argument("--manifest", type=Path, help="also write the grid's audit manifest (JSON) to this file")
+
+    p = sub.add_parser("config", parents=[common], help="show the effective settings and where each comes from")
+    config = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    c = config.add_parser("show", parents=[common], help="every setting, its value and its source (TOML or --json)")
+    c.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser(
         "ui", help="open the contract workbench in the browser (Gradio; pip install 'docpipe[ui]')", add_help=False
