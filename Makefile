@@ -15,6 +15,7 @@ SAMPLE := samples/master_services_agreement.pdf
 
 .PHONY: install install-engine demo lint test test-fast system-deps lock audit eval bench bench-analysis bench-review clean
 
+# What the demo needs: docpipe and its dependencies, no test tools (make test adds them).
 install: $(VENV)/.installed
 
 # The tests also run the real vLLM engine (CPU build), the Redis answer cache, the Gradio page and
@@ -25,6 +26,11 @@ $(VENV)/.installed: pyproject.toml Makefile $(CONSTRAINTS)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q $(PIP_C) torch==$(TORCH_VERSION) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PIP) install -q $(PIP_C) -e .
+	touch $@
+
+# The test tools (pytest, ruff, mypy, playwright ...), for test-fast.
+$(VENV)/.installed-dev: $(VENV)/.installed
 	$(PIP) install -q $(PIP_C) -e '.[dev]'
 	touch $@
 
@@ -56,7 +62,7 @@ endif
 test: lint install-engine system-deps
 	DOCPIPE_REQUIRE_SYSTEM_TOOLS=1 $(PY) -m pytest -q
 
-test-fast: install
+test-fast: $(VENV)/.installed-dev
 	$(PY) -m pytest -q -m "not integration"
 
 # The workbench's security tests run in Debian's chromium (/usr/bin/chromium, driven by playwright), the cache

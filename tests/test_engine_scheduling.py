@@ -330,7 +330,7 @@ def test_docpipe_sends_straight_to_engines_that_schedule_requests_themselves(
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_docpipe_keeps_the_batcher_for_the_offline_vllm_engine(tmp_path: Path) -> None:
-    pytest.importorskip("vllm", reason="needs vllm: pip install 'docpipe[cpu]'")
+    pytest.importorskip("vllm", reason="needs vllm: pip install 'docpipe-contracts[cpu]'")
     from docpipe.engine.vllm import VLLMEngine
     from docpipe.testing.models import build_tiny_qwen3
 

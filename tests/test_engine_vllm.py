@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("vllm", reason="vLLM is not installed: pip install 'docpipe[cpu]'")
+pytest.importorskip("vllm", reason="vLLM is not installed: pip install 'docpipe-contracts[cpu]'")
 
 
 from docpipe import ConfigError, DocPipe, Settings  # noqa: E402

@@ -205,7 +205,7 @@ def _running(port: int) -> float:
 
 @pytest.mark.timeout(600)
 def test_model_server_dying_mid_request_is_a_503_and_recovers(tmp_path: Path, sample_pdf: Path) -> None:
-    pytest.importorskip("vllm", reason="needs vllm: pip install 'docpipe[cpu]'")
+    pytest.importorskip("vllm", reason="needs vllm: pip install 'docpipe-contracts[cpu]'")
     from docpipe.testing.models import build_tiny_qwen3
 
     model_dir = build_tiny_qwen3(tmp_path / "model")

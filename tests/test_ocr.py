@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module", autouse=True)
 def tesseract() -> str:
     """Returns the tesseract program; skips (fails under make test) without it, its English data or pytesseract."""
-    install = "sudo apt-get install -y tesseract-ocr tesseract-ocr-eng; pip install 'docpipe[ocr]'"
+    install = "sudo apt-get install -y tesseract-ocr tesseract-ocr-eng; pip install 'docpipe-contracts[ocr]'"
     program = shutil.which("tesseract")
     if program is None:
         require_tool("tesseract", install=install)
@@ -146,7 +146,9 @@ def test_the_termination_clause_is_cited_on_page_9_and_marked_as_read_by_ocr(sca
 
 
 def test_the_page_view_marks_the_quote_on_the_scan_from_the_ocr_word_boxes(scanned) -> None:
-    pytest.importorskip("gradio", reason="the workbench's page view needs the ui extra: pip install 'docpipe[ui]'")
+    pytest.importorskip(
+        "gradio", reason="the workbench's page view needs the ui extra: pip install 'docpipe-contracts[ui]'"
+    )
     from docpipe.ui.pageview import show_citation
 
     dp, doc, _log = scanned
@@ -245,7 +247,7 @@ def test_without_the_engine_a_scan_says_exactly_what_to_install(tmp_path: Path) 
         extract_pages(image_pdf([scanned_page(9, seed=9)]), settings=settings, name="scan.pdf")
     message = str(raised.value)
     assert "scan.pdf" in message and "apt-get install tesseract-ocr tesseract-ocr-eng" in message
-    assert "pip install 'docpipe[ocr]'" in message
+    assert "pip install 'docpipe-contracts[ocr]'" in message
     # A mixed PDF still ingests: the scanned page is kept without text, its detail says how to read it.
     pages = extract_pages(mixed_pdf({2: image_pdf([scanned_page(2, seed=2)])}), settings=settings, name="m.pdf")
     assert pages[1].status is PageStatus.NO_TEXT and "apt-get install tesseract-ocr" in pages[1].detail

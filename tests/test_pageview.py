@@ -10,7 +10,7 @@ import pytest
 
 from docpipe import Citation, DocPipe, DocpipeError, InputError, Settings
 
-pytest.importorskip("gradio", reason="gradio is not installed: pip install 'docpipe[ui]'")
+pytest.importorskip("gradio", reason="gradio is not installed: pip install 'docpipe-contracts[ui]'")
 
 from docpipe.ui.pageview import MAX_PIXELS, MAX_SCALE, locate, normalise, render_page, show_citation  # noqa: E402
 

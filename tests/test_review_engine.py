@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("vllm", reason="vLLM is not installed: pip install 'docpipe[cpu]'")
+pytest.importorskip("vllm", reason="vLLM is not installed: pip install 'docpipe-contracts[cpu]'")
 
 from docpipe import DocPipe, Settings  # noqa: E402
 from docpipe.engine.base import GenerationRequest, SamplingParams  # noqa: E402

@@ -29,7 +29,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
 ]
 
-pytest.importorskip("gradio", reason="the workbench needs gradio: pip install 'docpipe[ui]'")
+pytest.importorskip("gradio", reason="the workbench needs gradio: pip install 'docpipe-contracts[ui]'")
 
 CHROMIUM = Path("/usr/bin/chromium")
 TIMEOUT_MS = 60_000

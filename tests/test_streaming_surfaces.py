@@ -152,7 +152,9 @@ class SlowEchoEngine(EchoEngine):
 
 
 def test_a_client_that_leaves_stops_the_generation(tmp_path: Path, sample_pdf: Path) -> None:
-    uvicorn = pytest.importorskip("uvicorn", reason="docpipe serve needs the serve extra: pip install 'docpipe[serve]'")
+    uvicorn = pytest.importorskip(
+        "uvicorn", reason="docpipe serve needs the serve extra: pip install 'docpipe-contracts[serve]'"
+    )
     from docpipe.server import ServeOptions, create_app
 
     engine = SlowEchoEngine()

@@ -2,7 +2,7 @@
 at once, the contract analysis tab and its downloads.
 
 Needs Debian's chromium (/usr/bin/chromium) and the Python packages gradio and playwright
-(``pip install 'docpipe[ui]' playwright``; no ``playwright install``: the system browser is used).
+(``pip install 'docpipe-contracts[ui]' playwright``; no ``playwright install``: the system browser is used).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ TIMEOUT_MS = 60_000
 
 if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} not found: apt-get install chromium", allow_module_level=True)
-pytest.importorskip("gradio", reason="gradio is not installed: pip install 'docpipe[ui]'")
+pytest.importorskip("gradio", reason="gradio is not installed: pip install 'docpipe-contracts[ui]'")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install playwright")
 
 sync_api.expect.set_options(timeout=TIMEOUT_MS)

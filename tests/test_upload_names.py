@@ -48,7 +48,7 @@ def test_the_rule(raw: str, shown: str) -> None:
 
 
 def _server_names(tmp_path: Path) -> list[str]:
-    pytest.importorskip("fastapi", reason="fastapi is not installed: pip install 'docpipe[serve]'")
+    pytest.importorskip("fastapi", reason="fastapi is not installed: pip install 'docpipe-contracts[serve]'")
     from fastapi.testclient import TestClient
 
     from docpipe.server import ServeOptions, create_app
@@ -73,7 +73,7 @@ def _server_names(tmp_path: Path) -> list[str]:
 
 
 def _workbench_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    pytest.importorskip("gradio", reason="gradio is not installed: pip install 'docpipe[ui]'")
+    pytest.importorskip("gradio", reason="gradio is not installed: pip install 'docpipe-contracts[ui]'")
     from gradio.utils import NamedString
 
     from docpipe.ui.app import build_app

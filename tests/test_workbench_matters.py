@@ -23,7 +23,7 @@ TIMEOUT_MS = 60_000
 
 if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} not found: apt-get install chromium", allow_module_level=True)
-pytest.importorskip("gradio", reason="gradio is not installed: pip install 'docpipe[ui]'")
+pytest.importorskip("gradio", reason="gradio is not installed: pip install 'docpipe-contracts[ui]'")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install playwright")
 
 

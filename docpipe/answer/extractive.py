@@ -53,7 +53,7 @@ __all__ = [
 
 ENABLE_MODEL_HINT = (
     "No language model is configured, so docpipe quotes the contract instead of writing an answer. "
-    "To have Qwen3-14B answer: pip install 'docpipe[gpu]' on a CUDA machine, or point "
+    "To have Qwen3-14B answer: pip install 'docpipe-contracts[gpu]' on a CUDA machine, or point "
     "DOCPIPE_ENGINE__URL at a server (vllm serve Qwen/Qwen3-14B --reasoning-parser qwen3)."
 )
 

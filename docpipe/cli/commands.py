@@ -401,7 +401,9 @@ def run_ui(argv: list[str]) -> int:
     try:
         from docpipe.ui.app import main as ui_main
     except ImportError as exc:
-        print(f"docpipe: error: the workbench needs Gradio: pip install 'docpipe[ui]' ({exc})", file=sys.stderr)
+        print(
+            f"docpipe: error: the workbench needs Gradio: pip install 'docpipe-contracts[ui]' ({exc})", file=sys.stderr
+        )
         return EXIT_ERROR
     return ui_main(argv) or 0
 

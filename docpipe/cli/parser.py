@@ -177,14 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser(
-        "ui", help="open the contract workbench in the browser (Gradio; pip install 'docpipe[ui]')", add_help=False
+        "ui",
+        help="open the contract workbench in the browser (Gradio; pip install 'docpipe-contracts[ui]')",
+        add_help=False,
     )
     p.add_argument("ui_args", nargs=argparse.REMAINDER, help="options of the workbench (docpipe ui --help)")
 
     p = sub.add_parser(
         "serve",
         parents=[common],
-        help="serve the REST API (/v1), metrics (/metrics) and the workbench (/ui) (pip install 'docpipe[serve]')",
+        help="serve the REST API (/v1), metrics (/metrics) and the workbench (/ui) (pip install 'docpipe-contracts[serve]')",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")

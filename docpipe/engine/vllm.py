@@ -103,7 +103,7 @@ def _import_vllm():
         import vllm
     except ImportError as exc:
         raise DependencyError(
-            "vLLM is not installed: pip install 'docpipe[gpu]' (CUDA) or 'docpipe[cpu]' (CPU build)"
+            "vLLM is not installed: pip install 'docpipe-contracts[gpu]' (CUDA) or 'docpipe-contracts[cpu]' (CPU build)"
         ) from exc
     return vllm
 

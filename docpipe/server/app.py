@@ -226,7 +226,9 @@ def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Met
     try:
         from fastapi import FastAPI
     except ImportError as exc:
-        raise DependencyError("docpipe serve needs FastAPI and uvicorn: pip install 'docpipe[serve]'") from exc
+        raise DependencyError(
+            "docpipe serve needs FastAPI and uvicorn: pip install 'docpipe-contracts[serve]'"
+        ) from exc
     from contextlib import asynccontextmanager
 
     from docpipe import __version__
@@ -321,7 +323,7 @@ def _mount_ui(app: FastAPI, dp: DocPipe, options: ServeOptions) -> None:
         import gradio as gr
     except ImportError as exc:
         raise DependencyError(
-            f"the workbench needs Gradio: pip install 'docpipe[ui]', or serve the API alone with --no-ui ({exc})"
+            f"the workbench needs Gradio: pip install 'docpipe-contracts[ui]', or serve the API alone with --no-ui ({exc})"
         ) from exc
     try:
         from docpipe.ui.access import WorkbenchAccess
@@ -329,7 +331,7 @@ def _mount_ui(app: FastAPI, dp: DocPipe, options: ServeOptions) -> None:
     except ImportError as exc:
         raise DependencyError(
             f"cannot load the workbench (docpipe.ui: {exc}): reinstall docpipe with the ui extra "
-            "(pip install 'docpipe[ui]'), or serve the API alone with --no-ui"
+            "(pip install 'docpipe-contracts[ui]'), or serve the API alone with --no-ui"
         ) from exc
     pages = dp.settings.extraction.max_pages
     # The workbench is behind the same API keys as /v1 (or the --ui-auth login), and keeps to their matters.
@@ -407,7 +409,7 @@ def serve(dp: DocPipe, options: ServeOptions) -> int:
     try:
         import uvicorn
     except ImportError as exc:
-        raise DependencyError("docpipe serve needs uvicorn: pip install 'docpipe[serve]'") from exc
+        raise DependencyError("docpipe serve needs uvicorn: pip install 'docpipe-contracts[serve]'") from exc
     check_exposure(options)
     # Everything the server writes (store, answers, access log, Gradio's copies) is for its owner only.
     private_umask()

@@ -1,7 +1,7 @@
 """Prometheus metrics for `docpipe serve`: a `Metrics` object keeps its own `CollectorRegistry` (so several can
 live in one process without touching prometheus_client's global registry), counts HTTP requests, and listens
 to the library's events (`docpipe.events`) while it is `attach`-ed. Needs ``prometheus_client``
-(``pip install 'docpipe[serve]'``), imported when a `Metrics` is created.
+(``pip install 'docpipe-contracts[serve]'``), imported when a `Metrics` is created.
 
 Events counted (name: values):
 
@@ -39,7 +39,7 @@ class Metrics:
         except ImportError as exc:
             from docpipe.errors import DependencyError
 
-            raise DependencyError("metrics need prometheus_client: pip install 'docpipe[serve]'") from exc
+            raise DependencyError("metrics need prometheus_client: pip install 'docpipe-contracts[serve]'") from exc
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(

@@ -3,7 +3,7 @@ Qwen3-style chat template, in seconds and without any download: the real vLLM en
 and tested on a CPU. Its output is noise; what it exercises is the engine path (batching, chat template,
 thinking switch, streaming, abort), exactly as Qwen3-14B uses it.
 
-Needs torch and transformers (installed with ``docpipe[cpu]``).
+Needs torch and transformers (installed with ``docpipe-contracts[cpu]``).
 """
 
 from __future__ import annotations

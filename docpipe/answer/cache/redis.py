@@ -1,7 +1,7 @@
 """The shared answer-cache backend: `RedisCache`, answers under ``<prefix><cache key>`` with SET's expiry,
 kept findable by document, matter and age through index sets that Lua scripts update atomically, so several
 machines share one cache and deletion and retention still work. The ``redis`` client is imported when a
-cache is opened (``pip install 'docpipe[redis]'``).
+cache is opened (``pip install 'docpipe-contracts[redis]'``).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class RedisCache:
         except ImportError as exc:
             raise DependencyError(
                 "the redis client is not installed, so a redis:// cache URL cannot be used: "
-                "pip install 'docpipe[redis]'",
+                "pip install 'docpipe-contracts[redis]'",
                 package="redis",
             ) from exc
         self.url = redact(url)

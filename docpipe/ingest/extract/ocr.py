@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 ENGINE = "tesseract"
 INSTALL = (
     "apt-get install tesseract-ocr tesseract-ocr-eng (the engine; brew install tesseract on macOS) and "
-    "pip install 'docpipe[ocr]' (pytesseract)"
+    "pip install 'docpipe-contracts[ocr]' (pytesseract)"
 )
 ALMOST_NO_LETTERS = 50
 MIN_IMAGE_COVER = 0.5
