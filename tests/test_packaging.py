@@ -73,7 +73,7 @@ def test_the_wheel_holds_docpipe_ui_and_no_top_level_ui(tmp_path: Path) -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    [wheel] = tmp_path.glob("docpipe-*.whl")
+    [wheel] = tmp_path.glob("docpipe_contracts-*.whl")  # the distribution docpipe-contracts, package docpipe
     names = zipfile.ZipFile(wheel).namelist()
     assert {"docpipe/ui/__init__.py", "docpipe/ui/app.py", "docpipe/ui/access.py"} <= set(names)
     assert not [name for name in names if name.startswith("ui/")]
