@@ -13,6 +13,7 @@ import contextlib
 import logging
 import random
 import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -36,7 +37,31 @@ T = TypeVar("T")
 
 
 class ServerFailure(Exception):
-    """A retryable answer from the server (5xx, 408, 429)."""
+    """A retryable answer from the server (5xx, 408, 429), with the wait its ``Retry-After`` asks for, if any."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Returns the seconds a ``Retry-After`` header asks to wait (delta-seconds or an HTTP date), or None.
+
+    >>> retry_after_s("3"), retry_after_s(None), retry_after_s("soon")
+    (3.0, None, None)
+    """
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        from email.utils import parsedate_to_datetime
+
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, moment.timestamp() - time.time())
 
 
 class Transport:
@@ -151,14 +176,19 @@ class Transport:
         attempts = self.retries + 1
         reachable = False
         for number in range(1, attempts + 1):
+            asked: float | None = None
             try:
                 return await attempt()
             except httpx.TransportError as exc:
                 reason, reachable = self.describe(exc), False
             except ServerFailure as exc:
-                reason, reachable = str(exc), True
+                reason, reachable, asked = str(exc), True, exc.retry_after
             if number < attempts:
                 delay = random.uniform(0, min(_MAX_BACKOFF_S, self.backoff_s * 2 ** (number - 1)))
+                if asked is not None:
+                    # The server said when to come back (docpipe's own server does with its 503s): not sooner,
+                    # and never longer than the backoff's cap.
+                    delay = min(max(delay, asked), _MAX_BACKOFF_S)
                 logger.warning(
                     "language model server at %s: %s; retry %d of %d in %.2f s",
                     self.base_url,
@@ -194,7 +224,7 @@ class Transport:
             return
         message = error_message(_json_or_text(response))
         if status >= 500 or status in _RETRY_STATUS:
-            raise ServerFailure(f"HTTP {status}: {message}")
+            raise ServerFailure(f"HTTP {status}: {message}", retry_after_s(response.headers.get("retry-after")))
         if status in (401, 403):
             raise ConfigError(
                 f"the language model server at {self.base_url} refused the credentials (HTTP {status}: "
