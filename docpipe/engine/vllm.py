@@ -98,6 +98,33 @@ def engine_args(
     return kwargs
 
 
+#: The vLLM releases docpipe is tested with (the gpu and cpu extras of pyproject.toml pin the same window):
+#: its engine arguments, sampling parameters and the CPU build's quirks above change between minor releases.
+TESTED_VLLM = ((0, 32), (0, 33))  # >= 0.32, < 0.33
+
+
+def untested_vllm(version: str) -> str | None:
+    """Returns a warning when `version` is outside `TESTED_VLLM`, else None.
+
+    >>> untested_vllm("0.32.0") is None, untested_vllm("0.32.1+cpu") is None
+    (True, True)
+    >>> untested_vllm("0.11.2")[:48]
+    'vLLM 0.11.2 is outside the releases docpipe is t'
+    """
+    try:
+        release = tuple(int(part) for part in version.split("+")[0].split(".")[:2])
+    except ValueError:
+        release = ()
+    low, high = TESTED_VLLM
+    if release and low <= release < high:
+        return None
+    return (
+        f"vLLM {version} is outside the releases docpipe is tested with (>= {low[0]}.{low[1]}, < {high[0]}.{high[1]}); "
+        "engine arguments and sampling parameters change between minor releases. Install the tested one: "
+        "pip install 'docpipe-contracts[gpu]' (CUDA) or 'docpipe-contracts[cpu]' (CPU build)"
+    )
+
+
 def _import_vllm():
     try:
         import vllm
@@ -105,6 +132,9 @@ def _import_vllm():
         raise DependencyError(
             "vLLM is not installed: pip install 'docpipe-contracts[gpu]' (CUDA) or 'docpipe-contracts[cpu]' (CPU build)"
         ) from exc
+    warning = untested_vllm(str(getattr(vllm, "__version__", "unknown")))
+    if warning:
+        logger.warning("%s", warning)
     return vllm
 
 

