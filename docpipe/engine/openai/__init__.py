@@ -5,8 +5,9 @@ One `OpenAIEngine` serves both protocols. The sync `generate` and the async `com
 one private event loop in a background thread (`docpipe.engine.loop.BackgroundLoop`), so the batch call works
 from plain scripts and from inside a running loop (Jupyter, Gradio) alike, and `max_concurrency` bounds every
 caller's requests together, its slots handed out most urgent first. Modules: `engine` (the engine and its loop),
-`transport` (HTTP, retries, the failure rules below), `slots` (request slots by priority), `completion` (request
-bodies, parsing), `streaming` (server-sent events, think splitting).
+`transport` (the official ``openai`` SDK's ``AsyncOpenAI`` with its own retries off, docpipe's retries that honour
+``Retry-After``, the failure rules below), `slots` (request slots by priority), `completion` (the call's
+parameters, vLLM's extensions in ``extra_body``; parsing), `streaming` (streamed chunks, think splitting).
 
 Thinking: switched per request through ``chat_template_kwargs={"enable_thinking": ...}``. The thinking
 comes back in ``message.reasoning`` (vLLM >= 0.3x with a reasoning parser) or ``reasoning_content`` (older

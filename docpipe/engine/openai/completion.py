@@ -1,7 +1,7 @@
-"""The chat-completions wire format, for `OpenAIEngine`: the request body (sampling, thinking switch, priority),
-the body that continues a thought the thinking budget cut, and the parsing of a completion into a `Round`,
-then of one or two rounds into a `GenerationResult`. Pure functions over plain data; imports only the engine
-protocol.
+"""The chat-completions request and answer, for `OpenAIEngine`: the SDK call's parameters (sampling, thinking
+switch, priority), those that continue a thought the thinking budget cut, and the parsing of a completion (as
+plain data) into a `Round`, then of one or two rounds into a `GenerationResult`. Pure functions over plain data;
+imports only the engine protocol.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ class Rejected(Exception):
 
 @dataclass(slots=True)
 class Round:
-    """One HTTP completion: what the server said, before the thinking budget's second round is merged."""
+    """One completion: what the server said, before the thinking budget's second round is merged."""
 
     answer: str = ""
     thinking: str | None = None
@@ -29,7 +29,7 @@ class Round:
     id: str = ""
 
 
-def request_body(
+def request_params(
     request: GenerationRequest,
     *,
     model: str,
@@ -37,38 +37,45 @@ def request_body(
     messages: list[dict[str, str]] | None = None,
     thinking: bool | None = None,
 ) -> dict[str, Any]:
-    """Returns the JSON body of a chat-completions request for `request` (its messages unless `messages`)."""
+    """Returns the keyword arguments of ``chat.completions.create`` for `request` (its messages unless `messages`):
+    OpenAI's own parameters, and vLLM's extensions in ``extra_body``, which the SDK merges into the JSON body."""
     sampling = request.sampling
-    body: dict[str, Any] = {
+    # vLLM's extra sampling fields and the thinking switch: its server takes them as top-level keys; others
+    # ignore them.
+    extra: dict[str, Any] = {
+        "top_k": sampling.top_k,
+        "min_p": sampling.min_p,
+        "chat_template_kwargs": {"enable_thinking": request.thinking if thinking is None else thinking},
+    }
+    # Only when not the default: vLLM orders by it with --scheduling-policy priority (and ignores it under
+    # its default fcfs); servers without the extension (OpenAI itself) may refuse an unknown field.
+    if request.priority:
+        extra["priority"] = request.priority
+    params: dict[str, Any] = {
         "model": model,
         "messages": messages if messages is not None else [dict(m) for m in request.messages],
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
         "max_tokens": max_tokens,
         "presence_penalty": sampling.presence_penalty,
-        # vLLM's extra sampling fields: its server takes them as top-level keys; others ignore them.
-        "top_k": sampling.top_k,
-        "min_p": sampling.min_p,
-        "chat_template_kwargs": {"enable_thinking": request.thinking if thinking is None else thinking},
+        "extra_body": extra,
     }
     if sampling.seed is not None:
-        body["seed"] = sampling.seed
-    # Only when not the default: vLLM orders by it with --scheduling-policy priority (and ignores it under
-    # its default fcfs); servers without the extension (OpenAI itself) may refuse an unknown field.
-    if request.priority:
-        body["priority"] = request.priority
-    return body
+        params["seed"] = sampling.seed
+    return params
 
 
-def continuation_body(request: GenerationRequest, thinking: str, *, model: str) -> dict[str, Any]:
-    """Returns the body that continues the assistant turn from a budget-cut thought, closed by us."""
+def continuation_params(request: GenerationRequest, thinking: str, *, model: str) -> dict[str, Any]:
+    """Returns the parameters that continue the assistant turn from a budget-cut thought, closed by us."""
     messages = [dict(m) for m in request.messages]
     messages.append({"role": "assistant", "content": "<think>\n" + thinking + BUDGET_CLOSE})
     # enable_thinking=False: the template adds nothing without a generation prompt, and it tells vLLM's
     # reasoning parser that the completion is answer, not more thinking (the </think> is in the prompt).
-    body = request_body(request, model=model, max_tokens=request.sampling.max_tokens, messages=messages, thinking=False)
-    body.update(continue_final_message=True, add_generation_prompt=False)
-    return body
+    params = request_params(
+        request, model=model, max_tokens=request.sampling.max_tokens, messages=messages, thinking=False
+    )
+    params["extra_body"].update(continue_final_message=True, add_generation_prompt=False)  # vLLM extensions
+    return params
 
 
 def parse_completion(data: dict[str, Any]) -> Round:

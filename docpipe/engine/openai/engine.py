@@ -20,19 +20,14 @@ from docpipe.engine.loop import BackgroundLoop
 from docpipe.engine.openai.completion import (
     Rejected,
     Round,
-    continuation_body,
+    continuation_params,
     merge,
     parse_completion,
-    request_body,
+    request_params,
 )
 from docpipe.engine.openai.streaming import stream_events
 from docpipe.engine.openai.transport import Transport
-from docpipe.errors import ConfigError, DependencyError, EngineError
-
-try:
-    import httpx
-except ImportError:  # pragma: no cover - httpx comes with the server-side extras
-    httpx = None  # type: ignore[assignment]
+from docpipe.errors import ConfigError, EngineError
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +71,6 @@ class OpenAIEngine:
         retries: int = 3,
         backoff_s: float = 0.5,
     ) -> None:
-        if httpx is None:
-            raise DependencyError("httpx is not installed: pip install httpx")
         if not base_url.startswith(("http://", "https://")):
             raise ConfigError(f"the engine URL must start with http:// or https://: got {base_url!r}", url=base_url)
         if max_concurrency < 1 or retries < 0 or timeout_s <= 0 or connect_timeout_s <= 0 or backoff_s < 0:
@@ -247,19 +240,18 @@ class OpenAIEngine:
 
     async def _first_model(self) -> tuple[str, int | None]:
         try:
-            data = await self._transport.call("GET", "models")
+            entries = await self._transport.models()
         except Rejected as exc:
             raise ConfigError(f"{exc}: pass model= or set DOCPIPE_ENGINE__MODEL", url=self.base_url) from exc
-        ids = [entry.get("id") for entry in data.get("data") or [] if isinstance(entry, dict) and entry.get("id")]
+        ids = [str(entry["id"]) for entry in entries if entry.get("id")]
         if not ids:
             raise ConfigError(
                 f"the server at {self.base_url} lists no models: pass model= or set DOCPIPE_ENGINE__MODEL",
                 url=self.base_url,
             )
         logger.info("server at %s serves %s; using %s", self.base_url, ids, ids[0])
-        first = next(entry for entry in data["data"] if isinstance(entry, dict) and entry.get("id") == ids[0])
-        window = first.get("max_model_len")
-        return str(ids[0]), (int(window) if isinstance(window, int) and window > 0 else None)
+        window = next(entry for entry in entries if entry.get("id")).get("max_model_len")
+        return ids[0], (int(window) if isinstance(window, int) and window > 0 else None)
 
     async def _complete(self, request: GenerationRequest) -> GenerationResult:
         start = time.perf_counter()
@@ -267,17 +259,17 @@ class OpenAIEngine:
         rounds: list[Round] = []
         error: str | None = None
         try:
-            body = request_body(request, model=self.model, max_tokens=request.sampling.max_tokens + (budget or 0))
-            rounds.append(await self._post(body, request))
+            params = request_params(request, model=self.model, max_tokens=request.sampling.max_tokens + (budget or 0))
+            rounds.append(await self._post(params, request))
             first = rounds[0]
             if budget is not None and first.finish == "length" and first.thinking and not first.answer:
                 logger.debug("thinking budget of %d tokens cut the thought: asking for the answer", budget)
-                rounds.append(await self._post(continuation_body(request, first.thinking, model=self.model), request))
+                rounds.append(await self._post(continuation_params(request, first.thinking, model=self.model), request))
         except Rejected as exc:
             error = str(exc)
         answer = rounds[-1].answer if rounds else ""
         thinking = rounds[0].thinking if rounds else None
         return merge(rounds, answer, thinking, time.perf_counter() - start, None, error)
 
-    async def _post(self, body: dict[str, Any], request: GenerationRequest) -> Round:
-        return parse_completion(await self._transport.call("POST", "chat/completions", body, request))
+    async def _post(self, params: dict[str, Any], request: GenerationRequest) -> Round:
+        return parse_completion(await self._transport.complete(params, request))

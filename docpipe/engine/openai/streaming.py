@@ -1,12 +1,11 @@
-"""Streaming from an OpenAI-compatible server, for `OpenAIEngine.stream`: reads the server-sent events of
-chat-completion chunks, splits the content into ``thinking`` and ``answer`` pieces (`ThinkSplitter`, for servers
+"""Streaming from an OpenAI-compatible server, for `OpenAIEngine.stream`: reads the chat-completion chunks the
+SDK decodes from the server-sent events, splits the content into ``thinking`` and ``answer`` pieces (`ThinkSplitter`, for servers
 that leave ``<think>`` in the content), trims them as `StreamTrim` does, runs the thinking budget's second round
 when the first was cut, and ends with one ``done`` event whose result holds exactly what was streamed.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -17,18 +16,13 @@ from docpipe.engine.base import GenerationRequest, StreamEvent, StreamTrim
 from docpipe.engine.openai.completion import (
     Rejected,
     Round,
-    continuation_body,
+    continuation_params,
     finish_reason,
     merge,
     read_usage,
-    request_body,
+    request_params,
 )
-from docpipe.engine.openai.transport import Transport, error_message
-
-try:
-    import httpx
-except ImportError:  # pragma: no cover - httpx comes with the server-side extras
-    httpx = None  # type: ignore[assignment]
+from docpipe.engine.openai.transport import Transport
 
 logger = logging.getLogger(__name__)
 
@@ -45,13 +39,13 @@ async def stream_events(transport: Transport, request: GenerationRequest, *, mod
     first_token_s: float | None = None
     rounds: list[Round] = []
     error: str | None = None
-    bodies = [request_body(request, model=model, max_tokens=request.sampling.max_tokens + (budget or 0))]
+    calls = [request_params(request, model=model, max_tokens=request.sampling.max_tokens + (budget or 0))]
     try:
-        while bodies:
+        while calls:
             current = Round()
             rounds.append(current)
             splitter = ThinkSplitter(hold=request.thinking and len(rounds) == 1)
-            async for kind, raw in read_round(transport, bodies.pop(), request, splitter, current):
+            async for kind, raw in read_round(transport, calls.pop(), request, splitter, current):
                 piece = trims[kind].push(raw)
                 if piece:
                     first_token_s = first_token_s if first_token_s is not None else time.perf_counter() - start
@@ -61,7 +55,7 @@ async def stream_events(transport: Transport, request: GenerationRequest, *, mod
             if len(rounds) == 1 and budget is not None and current.finish == "length":
                 if current.thinking and not current.answer:
                     logger.debug("thinking budget of %d tokens cut the thought: asking for the answer", budget)
-                    bodies.append(continuation_body(request, current.thinking, model=model))
+                    calls.append(continuation_params(request, current.thinking, model=model))
     except Rejected as exc:
         error = str(exc)
     # The result holds exactly what was streamed, piece for piece.
@@ -71,40 +65,25 @@ async def stream_events(transport: Transport, request: GenerationRequest, *, mod
 
 
 async def read_round(
-    transport: Transport, body: dict[str, Any], request: GenerationRequest, splitter: ThinkSplitter, out: Round
+    transport: Transport, params: dict[str, Any], request: GenerationRequest, splitter: ThinkSplitter, out: Round
 ) -> AsyncIterator[tuple[str, str]]:
     """Yields (kind, text) pieces of one streamed completion, filling `out` with its id, finish and usage."""
-    body = {**body, "stream": True, "stream_options": {"include_usage": True}}
-    async with transport.open_stream(body, request) as response:
-        try:
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[len("data:") :].strip()
-                if payload == "[DONE]":
-                    break
-                try:
-                    chunk = json.loads(payload)
-                except ValueError as exc:
-                    raise Rejected(f"the server sent a malformed stream chunk: {payload[:200]!r}") from exc
-                if chunk.get("error"):
-                    raise Rejected(f"the server stopped the stream: {error_message(chunk)}")
-                out.id = out.id or str(chunk.get("id") or "")
-                read_usage(chunk.get("usage"), out)
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    reasoning = delta.get("reasoning") or delta.get("reasoning_content")
-                    if reasoning:
-                        for item in splitter.reasoning(reasoning):
-                            yield item
-                    if delta.get("content"):
-                        for item in splitter.feed(delta["content"]):
-                            yield item
-                    if choice.get("finish_reason"):
-                        out.raw_finish = choice["finish_reason"]
-                        out.finish = finish_reason(out.raw_finish)
-        except httpx.TransportError as exc:
-            raise transport.unavailable(f"{transport.describe(exc)} while streaming", 1) from exc
+    async with transport.open_stream(params, request) as chunks:
+        async for chunk in chunks:
+            out.id = out.id or str(chunk.get("id") or "")
+            read_usage(chunk.get("usage"), out)
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") or {}
+                reasoning = delta.get("reasoning") or delta.get("reasoning_content")
+                if reasoning:
+                    for item in splitter.reasoning(reasoning):
+                        yield item
+                if delta.get("content"):
+                    for item in splitter.feed(delta["content"]):
+                        yield item
+                if choice.get("finish_reason"):
+                    out.raw_finish = choice["finish_reason"]
+                    out.finish = finish_reason(out.raw_finish)
     for item in splitter.flush():
         yield item
 

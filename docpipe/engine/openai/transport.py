@@ -1,37 +1,42 @@
-"""HTTP to an OpenAI-compatible server, for `OpenAIEngine`: one ``httpx.AsyncClient``, ``max_concurrency``
-request slots shared by every caller and handed out by priority (`PrioritySlots`), retries with exponential
-backoff and full jitter, and the rules that turn an HTTP failure into the right error (see the package
-docstring: unreachable or 5xx/408/429 are retried then `EngineUnavailableError`; 401/403/404 are `ConfigError`;
-any other 4xx is `Rejected`, which concerns one request only). Runs on the engine's event loop; imports httpx,
-docpipe.errors and the engine protocol.
+"""The wire to an OpenAI-compatible server, for `OpenAIEngine`, on the official ``openai`` SDK: one
+``AsyncOpenAI`` client with the SDK's own retries off, ``max_concurrency`` request slots shared by every caller and
+handed out by priority (`PrioritySlots`), docpipe's retries (exponential backoff, full jitter, no sooner than a
+``Retry-After`` asks), and the rules that turn an SDK failure into the right error (see the package docstring:
+unreachable or 5xx/408/429 are retried then `EngineUnavailableError`; 401/403/404 are `ConfigError`; any other
+4xx is `Rejected`, which concerns one request only). Answers come back as plain data (``to_dict``), which
+`completion` and `streaming` read. Runs on the engine's event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
+
+import httpx2  # the SDK's HTTP client (a dependency of openai): only its exception types are read here
+import openai
+from openai import AsyncStream
+from openai.types.chat import ChatCompletionChunk
 
 from docpipe.engine.base import PRIORITY_INTERACTIVE, GenerationRequest
 from docpipe.engine.openai.completion import Rejected
 from docpipe.engine.openai.slots import PrioritySlots
 from docpipe.errors import ConfigError, EngineUnavailableError
 
-try:
-    import httpx
-except ImportError:  # pragma: no cover - httpx comes with the server-side extras
-    httpx = None  # type: ignore[assignment]
-
 logger = logging.getLogger(__name__)
 
 HOW_TO_FIX = "start it (e.g. `vllm serve Qwen/Qwen3-14B --reasoning-parser qwen3`) or fix DOCPIPE_ENGINE__URL"
 _RETRY_STATUS = frozenset({408, 429})
 _MAX_BACKOFF_S = 30.0
+# Sent when no API key is configured (servers without --api-key ignore it): the SDK would otherwise send
+# OPENAI_API_KEY from the environment, a credential for OpenAI, to whatever server the URL names.
+_NO_KEY = "EMPTY"
 
 T = TypeVar("T")
 
@@ -65,8 +70,9 @@ def retry_after_s(value: str | None) -> float | None:
 
 
 class Transport:
-    """The HTTP side of one `OpenAIEngine`: `call` sends a JSON request with retries and returns the JSON answer;
-    `open_stream` holds a request slot for a streamed response. Create and use it on one event loop."""
+    """The wire side of one `OpenAIEngine`: `complete` returns one completion, `models` the served models and
+    `open_stream` a streamed completion that holds its request slot until closed, each retried as the failure
+    rules say. Create and use it on one event loop."""
 
     def __init__(
         self,
@@ -89,97 +95,141 @@ class Transport:
         # Not a semaphore: a review grid's bulk requests would hold every slot and a question would queue
         # behind all of them. A freed slot goes to the most urgent waiter; bulk leaves one to questions.
         self.slots = PrioritySlots(max_concurrency)
-        self._client: httpx.AsyncClient | None = None
+        self._client: openai.AsyncOpenAI | None = None
 
     async def open(self) -> None:
-        """Creates the HTTP client (on the loop that will use it)."""
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        self._client = httpx.AsyncClient(
-            base_url=self.base_url + "/",
-            headers=headers,
-            timeout=httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s),
-            # A few connections beyond the request slots, for /models and for streams being closed.
-            # No pool cap: the request slots bound the load, and httpcore 1.0.9 leaks a pool entry when a
-            # request is cancelled while connecting (encode/httpcore#1093): a cap would fill up and block.
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=self.max_concurrency),
+        """Creates the SDK client (on the loop that will use it)."""
+        key = self._api_key or _NO_KEY
+        self._client = openai.AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=key,
+            # The retries are docpipe's (`retrying`): its backoff, its cap, its reading of Retry-After.
+            max_retries=0,
+            timeout=openai.Timeout(self.timeout_s, connect=self.connect_timeout_s),
+            # Given here, the key also wins over an Authorization in OPENAI_CUSTOM_HEADERS (the SDK's setting).
+            default_headers={"Authorization": f"Bearer {key}"},
         )
 
     async def aclose(self) -> None:
         """Closes the connections (idempotent)."""
         client, self._client = self._client, None
         if client is not None:
-            await client.aclose()
+            await client.close()
 
     @property
-    def client(self) -> httpx.AsyncClient:
+    def client(self) -> openai.AsyncOpenAI:
         if self._client is None:
             raise RuntimeError("the transport is not open")
         return self._client
 
-    async def call(
-        self, method: str, path: str, body: dict[str, Any] | None = None, request: GenerationRequest | None = None
-    ) -> dict[str, Any]:
-        """Returns the server's JSON answer to one request, retried as the failure rules say."""
-        return await self.retrying(lambda: self.send(method, path, body, request))
+    async def complete(self, params: dict[str, Any], request: GenerationRequest) -> dict[str, Any]:
+        """Returns a non-streamed chat completion for `params` (`completion.request_params`) as plain data."""
 
-    async def send(
-        self, method: str, path: str, body: dict[str, Any] | None = None, request: GenerationRequest | None = None
-    ) -> dict[str, Any]:
-        """Returns the server's JSON answer to one attempt (no retry), holding a request slot (at the request's
-        priority) while it waits."""
-        async with self.slots.hold(priority(request)):
-            response = await self.client.request(method, path, json=body, headers=headers(request))
-        self.check(response)
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise ConfigError(
-                f"the server at {self.base_url} did not answer as an OpenAI-compatible server "
-                f"(not JSON: {response.text[:200]!r}): fix DOCPIPE_ENGINE__URL",
-                url=self.base_url,
-            ) from exc
-        return data if isinstance(data, dict) else {}
+        async def attempt() -> dict[str, Any]:
+            async with self.slots.hold(priority(request)):
+                answer = await self.sdk(self.client.chat.completions.create(**params, extra_headers=headers(request)))
+            return self.plain(answer)
+
+        return await self.retrying(attempt)
+
+    async def models(self) -> list[dict[str, Any]]:
+        """Returns the entries of the server's model list as plain data (vLLM adds ``max_model_len``)."""
+
+        async def attempt() -> list[dict[str, Any]]:
+            async with self.slots.hold(PRIORITY_INTERACTIVE):
+                try:
+                    page = await self.sdk(self.client.models.list(extra_headers=headers(None)))
+                except AttributeError as exc:  # the SDK cannot page an answer that is no JSON (a web page, say)
+                    raise self.not_openai("", "its model list is not JSON") from exc
+            entries = getattr(page, "data", None)
+            if not isinstance(entries, list):
+                raise self.not_openai(page, "no model list")
+            return [self.plain(entry) for entry in entries]
+
+        return await self.retrying(attempt)
 
     @contextlib.asynccontextmanager
-    async def open_stream(self, body: dict[str, Any], request: GenerationRequest) -> AsyncIterator[httpx.Response]:
-        """Yields the streamed response of a POST to chat/completions (retried until it starts), holding a
-        request slot until the response is closed."""
+    async def open_stream(
+        self, params: dict[str, Any], request: GenerationRequest
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        """Yields the chunks of a streamed chat completion as plain data (retried until it starts), holding a
+        request slot until the block ends; failures while reading are mapped as `chunks` says."""
 
-        async def attempt() -> httpx.Response:
+        async def attempt() -> AsyncStream[ChatCompletionChunk]:
             await self.slots.acquire(priority(request))
-            response: httpx.Response | None = None
             try:
-                built = self.client.build_request("POST", "chat/completions", json=body, headers=headers(request))
-                response = await self.client.send(built, stream=True)
-                if response.status_code >= 400:
-                    await response.aread()
-                    self.check(response)  # raises
-                return response  # the slot goes with it
+                return await self.sdk(
+                    self.client.chat.completions.create(
+                        **params,
+                        stream=True,
+                        stream_options={"include_usage": True},
+                        extra_headers=headers(request),
+                    )
+                )
             except BaseException:
-                try:
-                    if response is not None:
-                        await response.aclose()
-                finally:
-                    self.slots.release()
+                self.slots.release()
                 raise
 
-        response = await self.retrying(attempt)
+        stream = await self.retrying(attempt)
+        chunks = self.chunks(stream)
         try:
-            yield response
+            yield chunks
         finally:
             # Release first: a close interrupted by a second cancellation must not keep the slot forever.
             self.slots.release()
-            await response.aclose()
+            try:
+                await stream.close()  # early: the connection is closed, which cancels the request on the server
+            finally:
+                await chunks.aclose()
+
+    async def chunks(self, stream: AsyncStream[ChatCompletionChunk]) -> AsyncGenerator[dict[str, Any]]:
+        """Yields each chunk of `stream` as plain data: a lost connection is `EngineUnavailableError`, an error
+        event or a chunk that is not JSON `Rejected`."""
+        try:
+            async for chunk in stream:
+                if not isinstance(chunk, openai.BaseModel):  # JSON, but not an object
+                    raise Rejected(f"the server sent a malformed stream chunk: {str(chunk)[:200]!r}")
+                yield chunk.to_dict(warnings=False)
+        except openai.APIConnectionError as exc:
+            raise self.unavailable(f"{self.describe(exc)} while streaming", 1) from exc
+        except openai.APIError as exc:  # vLLM's ``data: {"error": ...}`` event
+            raise Rejected(f"the server stopped the stream: {error_message(exc.body)}") from exc
+        except ValueError as exc:
+            raise Rejected(f"the server sent a malformed stream chunk: {_detail(exc)[:200]!r}") from exc
+
+    async def sdk(self, call: Awaitable[T]) -> T:
+        """Returns what the SDK `call` returns; an HTTP error status becomes the error it stands for."""
+        try:
+            return await call
+        except openai.APIStatusError as exc:
+            raise self.status_error(exc) from exc
+        except ValueError as exc:  # a body that says it is JSON and is not
+            raise self.not_openai(_detail(exc)) from exc
+
+    def plain(self, answer: object) -> dict[str, Any]:
+        """Returns an SDK object as the JSON the server sent; a body that was no JSON object is a `ConfigError`."""
+        if isinstance(answer, openai.BaseModel):
+            return answer.to_dict(warnings=False)
+        raise self.not_openai(answer)
+
+    def not_openai(self, answer: object, what: str = "not JSON") -> ConfigError:
+        """Returns the error for a server that does not speak the OpenAI protocol (a web page, say)."""
+        shown = f"{what}: {str(answer)[:200]!r}" if answer else what
+        return ConfigError(
+            f"the server at {self.base_url} did not answer as an OpenAI-compatible server ({shown}): "
+            "fix DOCPIPE_ENGINE__URL",
+            url=self.base_url,
+        )
 
     async def retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        """Returns the first successful `attempt()`, retrying transport failures and `ServerFailure`."""
+        """Returns the first successful `attempt()`, retrying connection failures and `ServerFailure`."""
         attempts = self.retries + 1
         reachable = False
         for number in range(1, attempts + 1):
             asked: float | None = None
             try:
                 return await attempt()
-            except httpx.TransportError as exc:
+            except openai.APIConnectionError as exc:  # timeouts included
                 reason, reachable = self.describe(exc), False
             except ServerFailure as exc:
                 reason, reachable, asked = str(exc), True, exc.retry_after
@@ -217,42 +267,41 @@ class Transport:
             attempts=attempts,
         )
 
-    def check(self, response: httpx.Response) -> None:
-        """Raises the error an HTTP error status stands for; does nothing below 400."""
-        status = response.status_code
-        if status < 400:
-            return
+    def status_error(self, exc: openai.APIStatusError) -> Exception:
+        """Returns the error an HTTP error status stands for: `ServerFailure` (retried), `ConfigError` or
+        `Rejected`."""
+        status, response = exc.status_code, exc.response
         message = error_message(_json_or_text(response))
         if status >= 500 or status in _RETRY_STATUS:
-            raise ServerFailure(f"HTTP {status}: {message}", retry_after_s(response.headers.get("retry-after")))
+            return ServerFailure(f"HTTP {status}: {message}", retry_after_s(response.headers.get("retry-after")))
         if status in (401, 403):
-            raise ConfigError(
+            return ConfigError(
                 f"the language model server at {self.base_url} refused the credentials (HTTP {status}: "
                 f"{message}): check the API key",
                 url=self.base_url,
                 status=status,
             )
         if status == 404:
-            raise ConfigError(
+            return ConfigError(
                 f"the language model server at {self.base_url} answered HTTP 404 ({message}): check the model "
                 "name (DOCPIPE_ENGINE__MODEL) and the URL (DOCPIPE_ENGINE__URL)",
                 url=self.base_url,
                 status=status,
             )
-        raise Rejected(f"the language model server rejected the request (HTTP {status}): {message}")
+        return Rejected(f"the language model server rejected the request (HTTP {status}): {message}")
 
-    def describe(self, exc: Exception) -> str:
-        """Returns a short reason for a transport failure: 'connection refused', 'host not found', ..."""
-        if isinstance(exc, httpx.ConnectTimeout):
-            return f"no connection within {self.connect_timeout_s:g} s"
-        if isinstance(exc, httpx.TimeoutException):
-            return f"no response within {self.timeout_s:g} s"
+    def describe(self, exc: openai.APIConnectionError) -> str:
+        """Returns a short reason for a connection failure: 'connection refused', 'host not found', ..."""
         causes = list(_causes(exc))
+        if any(isinstance(cause, httpx2.ConnectTimeout) for cause in causes):
+            return f"no connection within {self.connect_timeout_s:g} s"
+        if isinstance(exc, openai.APITimeoutError):
+            return f"no response within {self.timeout_s:g} s"
         if any(isinstance(cause, ConnectionRefusedError) for cause in causes):
             return "connection refused"
         if any(isinstance(cause, socket.gaierror) for cause in causes):
             return "host not found"
-        if isinstance(exc, httpx.RemoteProtocolError):
+        if any(isinstance(cause, httpx2.RemoteProtocolError) for cause in causes):
             return "the server closed the connection"
         root = causes[-1]
         return f"{type(root).__name__}: {root}" if str(root) else type(root).__name__
@@ -263,9 +312,14 @@ def priority(request: GenerationRequest | None) -> int:
     return request.priority if request is not None else PRIORITY_INTERACTIVE
 
 
-def headers(request: GenerationRequest | None) -> dict[str, str]:
-    """Returns the per-request headers: the request id, when the request has one."""
-    return {"X-Request-Id": request.request_id} if request is not None and request.request_id else {}
+def headers(request: GenerationRequest | None) -> dict[str, str | openai.Omit]:
+    """Returns the per-request headers: the request id, when the request has one; never the OpenAI account's
+    organization or project, which the SDK would take from OPENAI_ORG_ID / OPENAI_PROJECT_ID and which belong to
+    OpenAI's service, not to this server."""
+    out: dict[str, str | openai.Omit] = {"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit()}
+    if request is not None and request.request_id:
+        out["X-Request-Id"] = request.request_id
+    return out
 
 
 def error_message(payload: Any) -> str:
@@ -280,7 +334,12 @@ def error_message(payload: Any) -> str:
     return str(payload).strip() or "no message"
 
 
-def _json_or_text(response: httpx.Response) -> Any:
+def _detail(exc: ValueError) -> str:
+    """Returns the text that failed to parse as JSON, or the error's own message."""
+    return exc.doc if isinstance(exc, json.JSONDecodeError) else str(exc)
+
+
+def _json_or_text(response: Any) -> Any:
     try:
         return response.json()
     except ValueError:
@@ -288,7 +347,8 @@ def _json_or_text(response: httpx.Response) -> Any:
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """Yields `exc` and what caused it (httpx wraps the OSError; anyio groups one per address tried)."""
+    """Yields `exc` and what caused it (the SDK wraps the HTTP client's error, which wraps the OSError; anyio
+    groups one per address tried)."""
     seen: set[int] = set()
     stack = [exc]
     while stack:
