@@ -21,7 +21,8 @@ an API call was uploaded only for an app marked launched, and mounting never mar
 
 Modules: `app` (the layout and how it launches), `handlers` (the event handlers), `render` (results as escaped
 HTML and table rows), `uploads` (reading only what Gradio's upload route stored), `access` (who sees what),
-`review_tab` (the Data room tab), `pageview` (a page rendered with a quote marked, in a bounded child process).
+`review_tab` (the Data room tab), `pageview` (a page rendered with a quote marked, in a bounded child process),
+`progress` (an upload's progress bar: each file's ingestion stage).
 
 Safety defaults: binds 127.0.0.1, optional basic auth (``--auth user:password`` or ``DOCPIPE_UI_AUTH``),
 uploads capped in size and pages, no ``allowed_paths`` (Gradio serves only its own upload cache) and
@@ -233,6 +234,7 @@ def build_app(
             concurrency_limit=max(1, min(4, concurrency)),
             concurrency_id="ingest",
             api_name="ingest",
+            show_progress_on=upload_result,  # the file and its stage (docpipe.ui.progress), over the result
         )
         collection_btn.click(
             wb.ingest_collection,
@@ -241,6 +243,7 @@ def build_app(
             concurrency_limit=max(1, min(4, concurrency)),
             concurrency_id="ingest",
             api_name="ingest_collection",
+            show_progress_on=upload_result,  # the file and its stage (docpipe.ui.progress), over the result
         )
         ask_event = dict(
             fn=wb.ask,

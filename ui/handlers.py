@@ -34,6 +34,7 @@ from docpipe.answer.core import check_question
 from docpipe.names import clean_upload_name
 from docpipe.ui.access import WorkbenchAccess
 from docpipe.ui.pageview import show_citation
+from docpipe.ui.progress import UploadProgress
 from docpipe.ui.render import (
     REPORT_FORMATS,
     answer_html,
@@ -147,9 +148,11 @@ class Workbench:
         matter: str | None,
         request: GradioRequest,
         space: str | None = None,
+        progress: Any = gr.Progress(),  # noqa: B008 - Gradio finds the progress parameter by this default
     ):
         docs = dict(docs or {})
         paths = [files] if isinstance(files, str) else list(files or [])
+        steps = UploadProgress(progress, total=len(paths))
         results: list[str] = []
         last: str | None = None
         # Uploads a password could still open stay in the picker (and on disk) for another try.
@@ -163,9 +166,10 @@ class Workbench:
         if not paths:
             results.append(describe_error("no file", "choose one or more PDF files first"))
         upload_root = self.demo.GRADIO_CACHE
-        for path in paths:
+        for number, path in enumerate(paths):
             # Gradio's own upload cache path; the user's name is kept for display only.
             name = clean_upload_name(getattr(path, "name", path))
+            stage = steps.file(number, name)
             try:
                 # Only what this app's upload route stored: a path from an API call is never opened.
                 data = read_upload(
@@ -182,9 +186,8 @@ class Workbench:
                 continue
             keep = False
             try:
-                doc = self.dp.ingest(
-                    data, password=password or None, name=name, owner=principal.user if principal is not None else None
-                )
+                owner = principal.user if principal is not None else None
+                doc = self.dp.ingest(data, password=password or None, name=name, owner=owner, progress=stage)
                 if len(doc.pages) > self.max_pages:
                     results.append(
                         describe_error(
@@ -261,6 +264,7 @@ class Workbench:
         name: str | None,
         space: str | None,
         request: GradioRequest,
+        progress: Any = gr.Progress(),  # noqa: B008 - Gradio finds the progress parameter by this default
     ):
         """Adds the uploads to the collection `name` (created if new): one report line per file, then the
         pickers with the collection chosen. With API keys the documents join the matter too."""
@@ -298,7 +302,9 @@ class Workbench:
                 target.write_bytes(data)
                 spooled.append(target)
             owner = principal.user if principal is not None else None
-            report = coll.add(spooled, password=password or None, owner=owner)
+            steps = UploadProgress(progress, total=len(spooled))
+            steps.begin(f"{coll.name}: extracting {len(spooled)} file(s), then embedding their passages")
+            report = coll.add(spooled, password=password or None, owner=owner, progress=steps.collection_step)
         except DocpipeError as exc:
             lines.append(describe_error(name, str(exc)))
             return "".join(lines), docs, *keep, None
