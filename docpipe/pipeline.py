@@ -26,7 +26,7 @@ from docpipe.ingest.collections import Member
 from docpipe.ingest.slots import ExtractionSlots
 from docpipe.ingest.store import Store, atomic_write, sha256_hex
 from docpipe.retrieve import build
-from docpipe.retrieve.build import Source
+from docpipe.retrieve.build import BatchProgress, Source
 from docpipe.retrieve.collection import CollectionIndex
 from docpipe.retrieve.fusion import SearchIndex, context_limits, fit_budget, select_context
 from docpipe.review.mixin import ReviewMixin
@@ -116,9 +116,14 @@ class DocPipe(CollectionMixin, ReviewMixin):
         password: str | None = None,
         name: str | None = None,
         progress: Progress | None = None,
+        embed_progress: BatchProgress | None = None,
         owner: str | None = None,
     ) -> Document:
         """Returns the ingested `Document` (pages with statuses, sections), from the store when it is there.
+
+        `progress` hears each stage by name (``extracting with pypdfium2``, ``embedding 412 passages``);
+        `embed_progress` hears (batches done, batches in all) as the passages are embedded, the slow stage, from
+        (0, all) on. Neither is called for a document the store holds; the vectors never depend on them.
 
         A document not in the store waits for an extraction slot (`extraction.max_concurrent`, shared by
         every caller of this object; `owner`, e.g. a server's user, holds at most all but one of them) and
@@ -128,7 +133,8 @@ class DocPipe(CollectionMixin, ReviewMixin):
         """
         data, label = build.read_source(source, name)
         doc_id = sha256_hex(data)
-        return self._load_or_build(doc_id, data, label, password, progress or (lambda _stage: None), owner).doc
+        stages = progress or (lambda _stage: None)
+        return self._load_or_build(doc_id, data, label, password, stages, owner, embed_progress).doc
 
     def document(
         self,
@@ -193,6 +199,7 @@ class DocPipe(CollectionMixin, ReviewMixin):
         password: str | None,
         progress: Progress,
         owner: str | None = None,
+        embed_progress: BatchProgress | None = None,
     ) -> SearchIndex:
         key = (doc_id, self.fingerprint)
         index = self._loaded.get(key)
@@ -207,7 +214,7 @@ class DocPipe(CollectionMixin, ReviewMixin):
             if index is not None:
                 self._check_access(index.doc, password, data)
             else:
-                index = self._build_index(doc_id, data, label, password, progress)
+                index = self._build_index(doc_id, data, label, password, progress, embed_progress)
         self._remember(key, index)
         return index
 
@@ -216,7 +223,13 @@ class DocPipe(CollectionMixin, ReviewMixin):
         build.check_access(doc, password, data, slots=self._password_checks, settings=self.settings.extraction)
 
     def _build_index(
-        self, doc_id: str, data: bytes, label: str, password: str | None, progress: Progress
+        self,
+        doc_id: str,
+        data: bytes,
+        label: str,
+        password: str | None,
+        progress: Progress,
+        embed_progress: BatchProgress | None = None,
     ) -> SearchIndex:
         settings = self.settings
         doc = build.extract(
@@ -237,6 +250,7 @@ class DocPipe(CollectionMixin, ReviewMixin):
             settings=settings,
             fingerprint=self.fingerprint,
             progress=progress,
+            embed_progress=embed_progress,
         )
 
     def _load_index(self, doc_id: str) -> SearchIndex | None:

@@ -87,7 +87,7 @@ def _modules_after(home: Path, setup: str) -> tuple[Any, set[str]]:
     return report["code"], {name.split(".")[0] for name in report["modules"]}
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["ask", "--help"], ["ingest", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["ask", "--help"], ["ingest", "--help"], ["ui", "--help"]])
 def test_help_does_not_import_heavy_packages(home: Path, argv: list[str]) -> None:
     setup = f"""
 import docpipe.cli
@@ -222,7 +222,7 @@ def test_ask_json_cites_page_9_with_the_real_embedder(ask_default) -> None:
     result = ask_default["json"]
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
-    answer = json.loads(result.stdout)
+    [answer] = json.loads(result.stdout)  # a list, for one question too
     assert answer["mode"] == "extractive"
     assert answer["question"] == QUESTION
     assert any(
@@ -330,3 +330,72 @@ def test_encrypted_pdf_opens_with_password(home: Path, encrypted_pdf: Path) -> N
     assert any("pdf encryption test" in h["text"] for h in hits)
     wrong = _run(home, "search", encrypted_pdf, "encryption", "--password", "wrong", "--preset", "test")
     _assert_one_line_error(wrong, "password does not open", ENCRYPTED)
+
+
+# -- docpipe ui: the engine options of serve, ask and analyze -----------------------------------------------
+
+ENGINE_OPTIONS = ("--engine", "--model", "--url")
+COMMON_OPTIONS = ("--home", "--preset", "--config", "--extractor")
+
+
+def _options(command: str) -> dict[str, Any]:
+    import argparse
+
+    from docpipe.cli.parser import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    return dict(sub._option_string_actions)
+
+
+def test_ui_help_lists_the_engine_and_store_options(home: Path) -> None:
+    result = _run(home, "ui", "--help")
+    assert result.returncode == 0, result.stderr
+    for option in (*ENGINE_OPTIONS, *COMMON_OPTIONS, "--host", "--port", "--auth-file", "--max-pages"):
+        assert option in result.stdout, option
+
+
+@pytest.mark.parametrize("command", ["ask", "analyze", "review", "serve", "eval-answers", "eval-analysis"])
+def test_ui_takes_the_same_engine_options_as_the_other_commands(command: str) -> None:
+    ui, other = _options("ui"), _options(command)
+    for option in (*ENGINE_OPTIONS, *COMMON_OPTIONS):
+        assert option in ui and option in other, option
+        assert (ui[option].choices, ui[option].help, ui[option].type) == (
+            other[option].choices,
+            other[option].help,
+            other[option].type,
+        ), option
+
+
+def test_ui_options_reach_the_settings_the_workbench_runs_with(tmp_path: Path) -> None:
+    from docpipe.cli import settings_from_args
+    from docpipe.cli.parser import build_parser
+
+    config = tmp_path / "config.toml"
+    config.write_text('[retrieval]\nk = 7\n[engine]\nmodel = "from-the-file"\n', encoding="utf-8")
+    argv = ["ui", "--engine", "openai", "--url", "http://127.0.0.1:8001/v1", "--home", str(tmp_path / "store")]
+    args = build_parser().parse_args([*argv, "--preset", "test", "--config", str(config), "--max-pages", "40"])
+    settings = settings_from_args(args)
+    assert (settings.engine.backend, settings.engine.url) == ("openai", "http://127.0.0.1:8001/v1")
+    assert settings.engine.model == "from-the-file" and settings.retrieval.k == 7  # the config file, as elsewhere
+    assert settings.home == tmp_path / "store" and settings.embedding.model == "hashing"  # --home, the preset
+    assert settings.extraction.max_pages == 40  # --max-pages caps what the settings allow
+    args = build_parser().parse_args(["ui", "--model", "/models/qwen3", "--max-pages", "999999"])
+    settings = settings_from_args(args)
+    assert settings.engine.model == "/models/qwen3"
+    assert settings.extraction.max_pages < 999999  # a cap never raises the settings' own limit
+
+
+def _login_file(tmp_path: Path, mode: int) -> Path:
+    path = tmp_path / "login"
+    path.write_text("reviewer:s3cret-pw\n", encoding="utf-8")
+    path.chmod(mode)
+    return path
+
+
+def test_ui_refuses_a_login_file_others_can_read_before_serving(home: Path, tmp_path: Path) -> None:
+    loose = _login_file(tmp_path, 0o644)
+    _assert_one_line_error(_run(home, "ui", "--auth-file", loose, "--preset", "test"), "chmod 600")
+    both = _run(home, "ui", "--auth-file", _login_file(tmp_path, 0o600), "--auth", "a:b", "--preset", "test")
+    _assert_one_line_error(both, "give the login once")
+    _assert_one_line_error(_run(home, "ui", "--auth", "no-colon", "--preset", "test"), "user:password")

@@ -288,7 +288,7 @@ def test_ingest_without_collection_is_unchanged(tmp_path: Path, contracts: Path)
 
 def test_ask_naming_one_contract_answers_from_it(deal: Path, contracts: Path) -> None:
     heron = _ids(contracts)["heron_license.pdf"]
-    answer = _json(deal, "ask", "--collection", "deal", HERON_QUESTION)
+    [answer] = _json(deal, "ask", "--collection", "deal", HERON_QUESTION)
     assert answer["collection"] == "deal"
     assert answer["document_id"] == heron and answer["document_name"] == "heron_license.pdf"
     assert answer["citations"], answer
@@ -304,7 +304,7 @@ def test_ask_naming_one_contract_answers_from_it(deal: Path, contracts: Path) ->
 
 def test_ask_naming_none_cites_each_quote_with_its_contract(deal: Path, contracts: Path) -> None:
     ids = _ids(contracts)
-    answer = _json(deal, "ask", "--collection", "deal", LAW_QUESTION)
+    [answer] = _json(deal, "ask", "--collection", "deal", LAW_QUESTION)
     assert answer["collection"] == "deal"
     assert set(answer["document_ids"]) == set(ids.values())
     cited = {c["document_name"]: c for c in answer["citations"]}
@@ -399,7 +399,8 @@ def test_unknown_collection_lists_the_existing_ones(deal: Path) -> None:
 def test_rm_from_a_collection_keeps_the_document_in_the_store(own_home: Path, contracts: Path) -> None:
     ids = _ids(contracts)
     removed = _json(own_home, "rm", "--collection", "deal", ids["falcon_supply.pdf"][:8])
-    assert removed == {"collection": "deal", "removed": [{"id": ids["falcon_supply.pdf"], "name": "falcon_supply.pdf"}]}
+    assert removed["removed"] == [{"id": ids["falcon_supply.pdf"], "name": "falcon_supply.pdf"}]
+    assert removed["collection"] == "deal" and not removed["collection_deleted"] and removed["deleted"] == []
     by_name = _run(own_home, "rm", "--collection", "deal", "osprey_services.pdf")
     assert by_name.returncode == 0, by_name.stderr
     assert by_name.stdout == (
@@ -408,7 +409,7 @@ def test_rm_from_a_collection_keeps_the_document_in_the_store(own_home: Path, co
     assert [m["name"] for m in _json(own_home, "ls", "--collection", "deal")] == ["heron_license.pdf"]
     assert {d["id"] for d in _json(own_home, "ls")} == set(ids.values())
     # The rest of the collection still answers, from what is left.
-    answer = _json(own_home, "ask", "--collection", "deal", LAW_QUESTION)
+    [answer] = _json(own_home, "ask", "--collection", "deal", LAW_QUESTION)
     assert {c["document_name"] for c in answer["citations"]} == {"heron_license.pdf"}
     _assert_one_line_error(
         _run(own_home, "rm", "--collection", "deal", ids["falcon_supply.pdf"]),
@@ -459,7 +460,7 @@ def test_rm_from_the_store_also_leaves_every_collection(own_home: Path, contract
     assert heron not in {m["id"] for m in _json(own_home, "ls", "--collection", "deal")}
     assert _json(own_home, "ls", "--collection", "other") == []
     # What is left of the collection answers without the deleted contract.
-    answer = _json(own_home, "ask", "--collection", "deal", LAW_QUESTION)
+    [answer] = _json(own_home, "ask", "--collection", "deal", LAW_QUESTION)
     assert {c["document_name"] for c in answer["citations"]} == {"falcon_supply.pdf", "osprey_services.pdf"}
 
     osprey = _json(own_home, "rm", contracts / "osprey_services.pdf")

@@ -127,15 +127,20 @@ def test_password_on_the_command_line_still_works(home: Path, encrypted: Path) -
     assert result.returncode == 0, result.stderr
 
 
-def _on_terminal(home: Path, *args: Any, answer: str | None = None) -> tuple[int, str]:
+def _on_terminal(
+    home: Path, *args: Any, answer: str | None = None, answers: list[str] | None = None
+) -> tuple[int, str]:
     """Runs docpipe with a pseudo-terminal as its controlling terminal (getpass reads from it); types `answer`
-    at the password prompt. Returns the exit code and everything the terminal showed."""
+    (or each of `answers` in turn) at the password prompts. Returns the exit code and everything the terminal
+    showed."""
+    typed = list(answers or ([] if answer is None else [answer]))
     argv = [sys.executable, "-m", "docpipe", *map(str, args)]
     pid, fd = pty.fork()
     if pid == 0:  # the child
         os.chdir(home.parent)
         os.execve(sys.executable, argv, _env(home))
     output = b""
+    prompts = 0
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
         try:
@@ -145,9 +150,9 @@ def _on_terminal(home: Path, *args: Any, answer: str | None = None) -> tuple[int
         if not chunk:
             break
         output += chunk
-        if answer is not None and b"password for" in output:
-            os.write(fd, answer.encode() + b"\n")
-            answer = None
+        if typed and output.count(b"password for") > prompts:
+            prompts += 1
+            os.write(fd, typed.pop(0).encode() + b"\n")
     _, status = os.waitpid(pid, 0)
     os.close(fd)
     return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
@@ -181,6 +186,93 @@ def test_should_prompt_only_on_a_terminal_without_a_password() -> None:
     args.password = PASSWORD
     assert not should_prompt(args, Terminal())
     assert not should_prompt(build_parser().parse_args(["ls"]), Terminal())  # takes no password
+
+
+# -- the password of ingest -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def locked_pair(sample_pdf: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Returns two other encrypted PDFs (other pages of the sample, so other documents) opened by PASSWORD."""
+    from pypdf import PdfReader, PdfWriter
+
+    folder = tmp_path_factory.mktemp("locked-pair")
+    paths = []
+    for name, pages in (("first.pdf", slice(3, 5)), ("second.pdf", slice(5, 7))):
+        writer = PdfWriter()
+        for page in PdfReader(sample_pdf).pages[pages]:
+            writer.add_page(page)
+        writer.encrypt(user_password=PASSWORD, owner_password=PASSWORD + "-owner")
+        with (folder / name).open("wb") as out:
+            writer.write(out)
+        paths.append(folder / name)
+    return paths[0], paths[1]
+
+
+def _ingest(home: Path, *args: Any, env: dict[str, str] | None = None) -> tuple[int, Any]:
+    result = _run(home, "ingest", *args, "--preset", "test", "--json", env=env)
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_ingest_password_file_private_opens_the_pdf(home: Path, encrypted: Path, tmp_path: Path) -> None:
+    code, [item] = _ingest(home, encrypted, "--password-file", _secret(tmp_path, 0o600))
+    assert code == 0 and item["encrypted"] is True and item["pages"] == 3, item
+
+
+def test_ingest_password_file_others_can_read_is_refused(home: Path, encrypted: Path, tmp_path: Path) -> None:
+    secret = _secret(tmp_path, 0o644)
+    result = _run(home, "ingest", encrypted, "--password-file", secret, "--preset", "test")
+    assert result.returncode == 1 and f"chmod 600 {secret}" in result.stderr
+    assert result.stdout == ""  # refused before any file is read
+
+
+def test_ingest_password_from_the_environment(home: Path, locked_pair: tuple[Path, Path]) -> None:
+    code, items = _ingest(home, *locked_pair, env={"DOCPIPE_PASSWORD": PASSWORD})
+    assert code == 0 and [i["encrypted"] for i in items] == [True, True], items
+
+
+def test_ingest_piped_without_a_password_fails_the_file_without_asking(home: Path, encrypted: Path) -> None:
+    result = _run(home, "ingest", encrypted, "--preset", "test", "--json")
+    assert result.returncode == 1 and "password for" not in result.stderr
+    [item] = json.loads(result.stdout)
+    assert item["error_type"] == "PasswordRequiredError", item
+
+
+def test_ingest_asks_on_a_terminal_once_for_files_sharing_a_password(
+    tmp_path: Path, sample_pdf: Path, locked_pair: tuple[Path, Path]
+) -> None:
+    home = tmp_path / "home"
+    code, shown = _on_terminal(home, "ingest", locked_pair[0], sample_pdf, locked_pair[1], "--preset", "test",
+                               answer=PASSWORD)  # fmt: skip
+    assert code == 0, shown
+    assert shown.count("password for") == 1 and "password for first.pdf" in shown, shown
+    assert PASSWORD not in shown  # not echoed
+    assert shown.count("ok      ") == 3, shown
+
+
+def test_ingest_asks_again_after_a_wrong_password_and_an_empty_answer_skips(
+    tmp_path: Path, encrypted: Path, locked_pair: tuple[Path, Path]
+) -> None:
+    home = tmp_path / "home"
+    code, shown = _on_terminal(home, "ingest", encrypted, "--preset", "test", answers=["not-it", PASSWORD])
+    assert code == 0 and shown.count("password for locked.pdf") == 2, shown
+    code, shown = _on_terminal(home, "ingest", locked_pair[0], "--preset", "test", answers=[""])
+    assert code == 1 and "FAILED" in shown and "first.pdf is encrypted" in shown, shown
+
+
+def test_ingest_into_a_collection_asks_on_a_terminal(tmp_path: Path, locked_pair: tuple[Path, Path]) -> None:
+    home = tmp_path / "home"
+    folder = tmp_path / "room"
+    folder.mkdir()
+    for path in locked_pair:
+        (folder / path.name).write_bytes(path.read_bytes())
+    # Two extraction workers meet both encrypted files at once: one prompt all the same.
+    code, shown = _on_terminal(home, "ingest", "--collection", "room", folder, "--preset", "test", "--workers", "2",
+                               answer=PASSWORD)  # fmt: skip
+    assert code == 0, shown
+    assert shown.count("password for") == 1 and "2 added" in shown, shown
+    listed = _run(home, "ls", "--collection", "room", "--json")
+    assert sorted(m["name"] for m in json.loads(listed.stdout)) == ["first.pdf", "second.pdf"]
 
 
 # -- questions on stdin ----------------------------------------------------------------------------------------

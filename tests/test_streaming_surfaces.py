@@ -257,6 +257,6 @@ def test_the_cli_streams_the_answer_to_a_terminal_then_prints_the_sources(tmp_pa
 
     # --json and several questions never stream.
     as_json = run_in_pty(*ask_args(home, sample_pdf, "--json", "--mode", "no_think"), cwd=tmp_path)
-    assert json.loads(as_json)["citations"][0]["verified"] is True
+    assert json.loads(as_json)[0]["citations"][0]["verified"] is True
     several = run_in_pty(*ask_args(home, sample_pdf, "-q", "Which law governs the agreement?"), cwd=tmp_path)
     assert several.count("\nSources:\n") == 2 and "-" * 80 in several

@@ -1,10 +1,12 @@
 """The `docpipe` command: a thin layer over `DocPipe`. Errors become one line and a non-zero exit code
 (a traceback only with ``--debug``).
 
-Modules: `parser` (the arguments), `commands` (ingest, search, ask, analyze, the evaluations, ui, serve),
-`admin` (keys, matters, audit, rm), `collections` (collections, ls, and the ``--collection`` side of ingest,
-ask, search and rm), `review` (review grids), `config` (``config show``, and what every command shares: the
-password, questions from stdin). Imports nothing heavy at import time: ``docpipe --help`` stays instant.
+Modules: `parser` (the arguments), `commands` (search, ask, analyze, the evaluations), `ingest` (ingest, its
+progress bars and password prompts), `serving` (serve, ui), `admin` (keys, matters, audit, rm), `collections`
+(collections, ls, and the ``--collection`` side of ingest, ask, search and rm), `review` (review grids),
+`config` (``config show``, and what every command shares: the password, questions from stdin). With
+``--json`` each command prints the one shape docs/cli-json.md documents. Imports nothing heavy at import
+time: ``docpipe --help`` stays instant.
 """
 
 from __future__ import annotations
@@ -13,21 +15,33 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from docpipe.cli import admin, collections, commands, config, review
+from docpipe.cli import admin, collections, commands, config, ingest, review, serving
 from docpipe.cli.commands import EXIT_ERROR
 from docpipe.cli.parser import build_parser
 from docpipe.errors import DocpipeError
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from docpipe.settings import Settings
+
+__all__ = ["main", "settings_from_args"]
 
 
-def _settings(args: argparse.Namespace):
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Returns the settings a command runs with: the preset, then its options (``--engine``, ``--model``,
+    ``--url``, ``--home``, ``--extractor``), the environment, the config file. ``ui --max-pages`` caps the
+    pages a document may have (the extractor refuses a longer one before reading its pages)."""
     from docpipe.settings import Settings
 
     # The environment, then the config file, fill in what neither the preset nor the options set.
-    return Settings.preset(args.preset or "default", config_file=args.config, **_overrides(args))
+    settings = Settings.preset(args.preset or "default", config_file=args.config, **_overrides(args))
+    cap = getattr(args, "max_pages", None)
+    if cap is not None and settings.extraction.max_pages > cap:
+        overrides = _overrides(args)
+        overrides["extraction"] = {**overrides.get("extraction", {}), "max_pages": cap}
+        settings = Settings.preset(args.preset or "default", config_file=args.config, **overrides)
+    return settings
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -51,7 +65,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 _COMMANDS = {
-    "ingest": commands._cmd_ingest,
+    "ingest": ingest.ingest_files,
     "search": commands._cmd_search,
     "ask": commands._cmd_ask,
     "eval-retrieval": commands._cmd_eval,
@@ -59,7 +73,8 @@ _COMMANDS = {
     "eval-analysis": commands._cmd_eval_analysis,
     "eval-answers": commands._cmd_eval_answers,
     "eval-collection": commands._cmd_eval_collection,
-    "serve": commands._cmd_serve,
+    "serve": serving._cmd_serve,
+    "ui": serving._cmd_ui,
     "keys": admin._cmd_keys,
     "matters": admin._cmd_matters,
     "audit": admin._cmd_audit,
@@ -73,12 +88,7 @@ _COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     """Runs the `docpipe` command line on `argv` (default: the process arguments); returns the exit code."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["ui"]:
-        # The workbench has its own options (host, port, auth, limits); hand them over untouched.
-        return commands.run_ui(argv[1:])
     args = build_parser().parse_args(argv)
-    if args.command == "ui":
-        return commands.run_ui(args.ui_args)
     level = (
         logging.DEBUG
         if args.debug
@@ -103,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         config.read_stdin_questions(args)
         from docpipe.pipeline import DocPipe
 
-        dp = DocPipe(_settings(args))
+        dp = DocPipe(settings_from_args(args))
         return config.with_password_prompt(_COMMANDS[args.command], dp, args)
     except DocpipeError as exc:
         if args.debug:

@@ -108,7 +108,7 @@ def _cmd_rm(dp, args) -> int:
 
     from docpipe.access.keys import check_matter_name
     from docpipe.access.matters import MatterStore
-    from docpipe.cli.collections import drop_gone, memberships, rm_collection, short, stored_record
+    from docpipe.cli.collections import drop_gone, memberships, rm_collection, rm_result, short, stored_record
     from docpipe.errors import ConfigError
 
     if args.collection is not None or args.all:
@@ -147,7 +147,8 @@ def _cmd_rm(dp, args) -> int:
         if d in before and d not in stored
     ]
     if args.json:
-        emit({**asdict(removed), "deleted": [{k: v for k, v in d.items() if k != "added"} for d in deleted]})
+        gone = [{k: v for k, v in d.items() if k != "added"} for d in deleted]
+        emit(rm_result(deleted=gone, counts=asdict(removed)))
     else:
         for item in deleted:
             also = f", removed from collection {', '.join(item['collections'])}" if item["collections"] else ""

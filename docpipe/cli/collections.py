@@ -8,6 +8,7 @@ Collections on the command line are the store's own (``<home>/collections``), no
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "drop_gone",
+    "rm_result",
     "existing_collection",
     "ingest_collection",
     "memberships",
@@ -84,16 +86,21 @@ class _AddBars:
         self.files.close()
 
 
-def ingest_collection(dp: DocPipe, args: Any) -> int:
+def ingest_collection(dp: DocPipe, args: Any, *, ask_password: Callable[[str], str | None] | None = None) -> int:
     """``docpipe ingest --collection NAME FOLDER_OR_FILES...``: adds them, prints the report; exit status 1
-    when any file failed (the others are added all the same)."""
+    when any file failed (the others are added all the same). `ask_password` is asked for the password of an
+    encrypted file the given one does not open (`Collection.add`)."""
     coll = dp.collection(args.collection)
     if args.workers is not None and args.workers < 1:
         raise ConfigError("--workers must be at least 1 (leave it out for the configured number)")
-    bars = _AddBars() if sys.stderr.isatty() and not args.json else None
+    bars = _AddBars() if sys.stderr.isatty() and not args.json and not args.quiet else None
     try:
         report = coll.add(
-            [str(path) for path in args.files], password=args.password, workers=args.workers, progress=bars
+            [str(path) for path in args.files],
+            password=args.password,
+            workers=args.workers,
+            progress=bars,
+            ask_password=ask_password,
         )
     finally:
         if bars is not None:
@@ -143,17 +150,19 @@ def stored_record(dp: DocPipe, doc_id: str) -> dict[str, Any]:
 
 
 def _cmd_ls(dp: DocPipe, args: Any) -> int:
+    held: dict[str, list[str]] = {}
+    for each in dp.collections():
+        for member in each.documents:
+            held.setdefault(member.id, []).append(each.name)
     if args.collection is not None:
         coll = existing_collection(dp, args.collection)
+        # The same fields as the store's listing: the name and time are the collection's own.
         rows: list[dict[str, Any]] = [
-            {"id": m.id, "name": m.name, "pages": m.pages, "added": m.added} for m in coll.documents
+            {"id": m.id, "name": m.name, "pages": m.pages, "added": m.added, "collections": held.get(m.id, [])}
+            for m in coll.documents
         ]
         empty = f"Collection {coll.name} holds no documents: docpipe ingest --collection {coll.name} FOLDER_OR_FILES..."
     else:
-        held: dict[str, list[str]] = {}
-        for coll in dp.collections():
-            for member in coll.documents:
-                held.setdefault(member.id, []).append(coll.name)
         rows = [{**stored_record(dp, d), "collections": held.get(d, [])} for d in dp.store.document_ids()]
         empty = f"No documents in the store at {dp.store.root}: docpipe ingest FILE... (or --collection NAME FOLDER)"
     if args.json:
@@ -163,12 +172,35 @@ def _cmd_ls(dp: DocPipe, args: Any) -> int:
         print(empty)
     for row in rows:
         pages = "?" if row["pages"] is None else row["pages"]
-        where = f"  [{', '.join(row['collections'])}]" if row.get("collections") else ""
+        # A collection's own listing needs no "[collection]" on every line.
+        where = f"  [{', '.join(row['collections'])}]" if row["collections"] and args.collection is None else ""
         print(f"{short(row['id'])}  {pages:>5} pages  {_when(row['added'])}  {row['name'] or '-'}{where}")
     return 0
 
 
 # -- removal --------------------------------------------------------------------------------------
+def rm_result(
+    *,
+    collection: str | None = None,
+    removed: list[dict[str, Any]] | None = None,
+    collection_deleted: bool = False,
+    deleted: list[dict[str, Any]] | None = None,
+    counts: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """Returns what ``rm --json`` prints, the same keys whichever form of rm ran (docs/cli-json.md): the
+    documents that left the store (`deleted`) and what went with them (`counts`), or the collection's
+    documents taken out of it (`removed`) and whether the collection itself was deleted."""
+    zero = dict.fromkeys(("documents", "results", "purged", "cached_answers", "review_jobs"), 0)
+    return {
+        **zero,
+        **(counts or {}),
+        "deleted": deleted or [],
+        "collection": collection,
+        "removed": removed or [],
+        "collection_deleted": collection_deleted,
+    }
+
+
 def rm_collection(dp: DocPipe, args: Any) -> int:
     """``docpipe rm --collection NAME DOC...`` (the documents stay in the store) and ``... --all`` (the
     collection itself goes; its documents stay)."""
@@ -184,10 +216,12 @@ def rm_collection(dp: DocPipe, args: Any) -> int:
         )
     coll = existing_collection(dp, args.collection)
     if args.all:
-        count = len(coll)
+        members = coll.documents
+        count = len(members)
         coll.delete()
         if args.json:
-            emit({"collection": coll.name, "deleted": True, "documents": count})
+            gone = [{"id": m.id, "name": m.name} for m in members]
+            emit(rm_result(collection=coll.name, removed=gone, collection_deleted=True))
         else:
             print(f"deleted collection {coll.name}; its {_count(count, 'document')} stay in the store (docpipe ls)")
         return 0
@@ -209,7 +243,7 @@ def rm_collection(dp: DocPipe, args: Any) -> int:
     removed = [m for m in dict.fromkeys(m.id for m in chosen) if coll.remove(m)]
     names = {m.id: m.name for m in members}
     if args.json:
-        emit({"collection": coll.name, "removed": [{"id": d, "name": names[d]} for d in removed]})
+        emit(rm_result(collection=coll.name, removed=[{"id": d, "name": names[d]} for d in removed]))
     else:
         for doc_id in removed:
             print(f"removed {short(doc_id)} {names[doc_id]} from collection {coll.name} (it stays in the store)")

@@ -1,78 +1,24 @@
-"""The commands that work on contracts: ingest, search, ask, analyze, the two evaluations, the workbench and
-the server. Each is a few lines over a `DocPipe` method, printing text or, with ``--json``, JSON."""
+"""The commands that ask contracts: search, ask, analyze and the evaluations. Each is a few lines over a
+`DocPipe` method, printing text or, with ``--json``, JSON in the one shape docs/cli-json.md gives per command."""
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
-from docpipe.errors import DocpipeError
-
-__all__ = ["EXIT_ERROR", "emit", "run_ui"]
+__all__ = ["EXIT_ERROR", "emit", "questions_file"]
 
 EXIT_ERROR = 1
 
 
-def _progress(total: int, enabled: bool):
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="file", file=sys.stderr, dynamic_ncols=True, leave=False)
-
-
 def emit(data: Any) -> None:
+    """Prints `data` as the command's JSON (``--json``): one value on stdout, its shape the one docs/cli-json.md
+    documents for the command (never depending on how many inputs or results there are)."""
     print(json.dumps(data, indent=2, ensure_ascii=False))
-
-
-def _ingested(doc) -> dict[str, Any]:
-    from docpipe.summary import document_summary
-
-    # The CLI's JSON has listed each page warning as its message since the first release.
-    summary = document_summary(doc)
-    return {**summary, "warnings": [warning["message"] for warning in summary["warnings"]]}
-
-
-def _cmd_ingest(dp, args) -> int:
-    if args.collection is not None:
-        from docpipe.cli.collections import ingest_collection
-
-        return ingest_collection(dp, args)
-    if args.workers is not None:
-        from docpipe.errors import ConfigError
-
-        raise ConfigError("--workers sets how many PDFs a --collection ingest extracts at once: add --collection NAME")
-    bar = _progress(len(args.files), sys.stderr.isatty() and not args.json)
-    results, failed = [], 0
-    for path in args.files:
-        if bar is not None:
-            bar.set_description(path.name[:40])
-        try:
-            doc = dp.ingest(path, password=args.password, progress=(lambda s: bar.set_postfix_str(s)) if bar else None)
-            results.append(_ingested(doc))
-        except DocpipeError as exc:
-            failed += 1
-            results.append({"name": str(path), "error": str(exc), "error_type": type(exc).__name__})
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    if args.json:
-        emit(results)
-    else:
-        for item in results:
-            if "error" in item:
-                print(f"FAILED  {item['name']}: {item['error']}")
-                continue
-            print(f"ok      {item['name']}: {item['pages']} pages, {item['sections']} sections, id {item['id'][:12]}")
-            for warning in item["warnings"]:
-                print(f"        warning: {warning}")
-    return EXIT_ERROR if failed else 0
 
 
 def _target(dp, args, command: str):
@@ -267,11 +213,7 @@ def _cmd_ask(dp, args) -> int:
         manifests = [a.manifest().to_dict() for a in answers]
         args.manifest.write_text(json.dumps(manifests, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if args.json:
-        emit(
-            answers[0].to_dict()
-            if len(answers) == 1 and args.question and not args.more
-            else [a.to_dict() for a in answers]
-        )
+        emit([a.to_dict() for a in answers])  # a list for one question too: one shape for scripts
         return 0
     if streaming:
         return 0
@@ -305,7 +247,8 @@ def _cmd_eval(dp, args) -> int:
         progress=sys.stderr.isatty() and not args.json,
     )
     if args.json:
-        emit(report)
+        baseline = {"recall_at_budget": None, **report["baseline"]}  # null with --no-baseline: the same keys
+        emit({**report, "baseline": baseline})
     else:
         print(format_report(report))
     return 0
@@ -326,7 +269,7 @@ def _cmd_eval_collection(dp, args) -> int:
         progress=sys.stderr.isatty() and not args.json,
     )
     if args.json:
-        emit(report)
+        emit({**report, "naive": report.get("naive")})  # null with --no-baseline: the same keys either way
     else:
         print(format_collection_report(report))
     return 0
@@ -373,7 +316,7 @@ def _cmd_eval_analysis(dp, args) -> int:
     if args.compare_references and not args.no_references:
         other = evaluate_analysis(dp, args.folder, limit=args.limit, expand=False, mode=args.mode, progress=progress)
     if args.json:
-        emit({**report, "without_references": other} if other else report)
+        emit({**report, "without_references": other})  # null unless --compare-references
     else:
         print(format_analysis_report(report, other))
     return 0
@@ -395,51 +338,3 @@ def _cmd_eval_answers(dp, args) -> int:
     else:
         print(format_answers_report(report))
     return 0
-
-
-def run_ui(argv: list[str]) -> int:
-    try:
-        from docpipe.ui.app import main as ui_main
-    except ImportError as exc:
-        print(
-            f"docpipe: error: the workbench needs Gradio: pip install 'docpipe-contracts[ui]' ({exc})", file=sys.stderr
-        )
-        return EXIT_ERROR
-    return ui_main(argv) or 0
-
-
-def _cmd_serve(dp, args) -> int:
-    from docpipe.access.keys import KeyStore
-    from docpipe.server import ServeOptions, serve
-    from docpipe.server.options import resolve_metrics_token, resolve_token, resolve_ui_auth
-
-    if args.token or args.ui_auth:
-        logging.getLogger("docpipe.serve").warning(
-            "a secret on the command line is visible to every user of this machine (ps): use --token-file / "
-            "--ui-auth-file or the environment (DOCPIPE_SERVE_TOKEN, DOCPIPE_UI_AUTH)"
-        )
-    keys = KeyStore(dp.store.root)
-    options = ServeOptions(
-        host=args.host,
-        port=args.port,
-        token=resolve_token(args.token, token_file=args.token_file),
-        access=keys if keys.configured() else None,
-        insecure=args.insecure,
-        allowed_hosts=tuple(args.allowed_host) if args.allowed_host else None,
-        max_upload_mb=args.max_upload_mb,
-        max_json_kb=args.max_json_kb,
-        max_questions=args.max_questions,
-        ui=not args.no_ui,
-        ui_auth=resolve_ui_auth(args.ui_auth, auth_file=args.ui_auth_file),
-        log_level=args.log_level,
-        metrics_token=resolve_metrics_token(args.metrics_token_file),
-        metrics_port=args.metrics_port,
-        retention_days=args.retention_days,
-    )
-    where = f"http://{args.host}:{args.port}"
-    ui = f", workbench {where}{options.ui_path}/" if options.ui else ""
-    auth = (
-        "per-user API keys" if options.access else "the server token" if options.token else "none (this machine only)"
-    )
-    print(f"docpipe serve: API {where}/v1 (docs {where}/docs{ui}); authentication: {auth}", file=sys.stderr)
-    return serve(dp, options)

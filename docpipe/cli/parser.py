@@ -52,6 +52,22 @@ def _password(p: argparse.ArgumentParser, help: str) -> None:
     )
 
 
+def _engine(p: argparse.ArgumentParser) -> None:
+    """The answering engine's options, the same on every command that answers (ask, analyze, review, the answer
+    evaluations, serve, ui): they become the settings' ``engine`` section."""
+    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
+    p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
+    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+
+
+def _host(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+
+
+def _upload_limit(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-upload-mb", type=float, default=50, help="largest upload, in MB (default 50)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of `docpipe`: its sub-commands and their options."""
     common = _common(top=False)
@@ -106,9 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--questions-file", type=Path, help="a file with one question per line")
     p.add_argument("-k", type=int, help="sections to retrieve (default 4)")
     p.add_argument("--mode", choices=["auto", "think", "no_think"], help="Qwen3 thinking mode (default auto)")
-    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
-    p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
-    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    _engine(p)
     p.add_argument("--no-cache", action="store_true", help="do not read or write the answer cache")
     p.add_argument(
         "--show-thinking",
@@ -133,9 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-categories", action="store_true", help="print the checklist's categories and exit")
     p.add_argument("--mode", choices=["think", "no_think", "auto"], default="think", help="Qwen3 thinking mode")
     p.add_argument("--no-references", action="store_true", help="do not add definitions and cross-referenced sections")
-    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
-    p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
-    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    _engine(p)
     p.add_argument("--no-cache", action="store_true", help="do not read or write the answer cache")
     _password(p, "password for an encrypted PDF")
     p.add_argument("-o", "--output", type=Path, help="write the report to this file instead of printing it")
@@ -162,9 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="shared: a document's cells share one context, computed once by the prefix cache; per_cell: each "
         "cell only its own sections; auto (default): per_cell when cells think, shared when they do not",
     )
-    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
-    p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
-    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    _engine(p)
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cell cache")
     _password(p, "password for encrypted PDFs")
     p.add_argument("-o", "--output", type=Path, help="write the grid here; the format follows the suffix")
@@ -178,17 +188,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "ui",
+        parents=[common],
         help="open the contract workbench in the browser (Gradio; pip install 'docpipe-contracts[ui]')",
-        add_help=False,
     )
-    p.add_argument("ui_args", nargs=argparse.REMAINDER, help="options of the workbench (docpipe ui --help)")
+    _host(p)
+    p.add_argument("--port", type=int, help="port (default: Gradio's 7860 or the next free one)")
+    p.add_argument("--auth", help="user:password for the login (visible in ps: prefer --auth-file or $DOCPIPE_UI_AUTH)")
+    p.add_argument("--auth-file", type=Path, metavar="PATH", help="file holding user:password on one line (mode 600)")
+    _upload_limit(p)
+    p.add_argument("--max-pages", type=int, default=2000, help="most pages per document (default 2000)")
+    p.add_argument("--concurrency", type=int, default=16, help="requests handled at once (default 16)")
+    p.add_argument("--max-queue", type=int, default=64, help="requests waiting at most (default 64)")
+    _engine(p)
 
     p = sub.add_parser(
         "serve",
         parents=[common],
         help="serve the REST API (/v1), metrics (/metrics) and the workbench (/ui) (pip install 'docpipe-contracts[serve]')",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    _host(p)
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument(
         "--token",
@@ -209,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help="delete answers, reports and uploaded documents older than this many days (swept hourly)",
     )
-    p.add_argument("--max-upload-mb", type=float, default=50, help="largest PDF upload, in MB (default 50)")
+    _upload_limit(p)
     p.add_argument("--max-json-kb", type=float, default=1024, help="largest JSON request, in KB (default 1024)")
     p.add_argument("--max-questions", type=int, default=64, help="most questions per ask request (default 64)")
     p.add_argument("--no-ui", action="store_true", help="serve the API only, without the Gradio workbench")
@@ -227,9 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--metrics-token-file", type=Path, help="file holding a bearer token for /metrics (or DOCPIPE_METRICS_TOKEN)"
     )
-    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
-    p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
-    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8001/v1")
+    _engine(p)
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="server log")
 
     p = sub.add_parser("keys", parents=[common], help="create, list and revoke per-user API keys for docpipe serve")
@@ -330,9 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--per-category", type=int, metavar="N", help="ask only the first N records of each category")
     p.add_argument("--limit", type=int, help="evaluate only the first N contracts")
-    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
-    p.add_argument("--model", help="answering model: HF id or local folder")
-    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    _engine(p)
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser(
@@ -347,8 +361,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--compare-references", action="store_true", help="also run without definitions/cross-references, side by side"
     )
     p.add_argument("--no-references", action="store_true", help="run without definitions and cross-references")
-    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
-    p.add_argument("--model", help="answering model: HF id or local folder")
-    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    _engine(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     return parser

@@ -160,13 +160,18 @@ class Collection:
         workers: int | None = None,
         progress: Callable[[AddProgress], None] | None = None,
         owner: str | None = None,
+        ask_password: Callable[[str], str | None] | None = None,
     ) -> AddReport:
         """Adds PDFs and Word files to the collection and returns an `AddReport`: folders are searched recursively
         for ``.pdf`` and ``.docx`` files; documents already in the store are not extracted or embedded again (a document may be
         in several collections). Extraction runs in up to `workers` worker processes (default
         `extraction.max_concurrent`), embedding batched across documents; `progress` hears of every file and
         embedding batch. A file that fails is reported with the reason and the others go on; every document is
-        recorded as soon as it is ingested, so an interrupted run, run again, skips what it finished."""
+        recorded as soon as it is ingested, so an interrupted run, run again, skips what it finished.
+
+        An encrypted PDF that `password` does not open fails, unless `ask_password` is given: it is called with
+        the file's name (one call at a time) until its answer opens the PDF, or is empty or None; a password it
+        gave is tried first on the encrypted files after (a data room often has one password)."""
         started = time.perf_counter()
         report = AddReport(self.name)  # the collection is created with its first member (see `create`)
         files, missing = expand_sources(sources)
@@ -195,6 +200,7 @@ class Collection:
             skip=lambda doc_id: doc_id in known,
             owner=owner,
             on_skip=lambda label, doc_id: report.present.append(next(m for m in self.documents if m.id == doc_id)),
+            ask_password=ask_password,
         )
         self._dp._collection_index(self)  # cards and pooled vectors of the new members, saved
         report.seconds = time.perf_counter() - started

@@ -44,7 +44,8 @@ Progress = Callable[[str], None]
 #: A question that names no contract is answered from the sections of at most this many contracts, those
 #: whose passages rank best in the collection's pooled index.
 POOLED_DOCUMENTS = 8
-#: Passage texts gathered from several documents before one embedding call (batches across small documents).
+#: Passage texts gathered from several documents before they are embedded (batches across small documents),
+#: `build.EMBED_BATCH` at a time.
 EMBED_BATCH = 256
 
 
@@ -338,15 +339,19 @@ class CollectionMixin:
         skip: Callable[[str], bool],
         on_skip: Callable[[str, str], None],
         owner: str | None = None,
+        ask_password: Callable[[str], str | None] | None = None,
     ) -> None:
         """Ingests `files`: up to `workers` at a time are read, extracted (each in a worker process holding an
         extraction slot) and cut into passages, while this thread embeds the passages of finished documents
         in batches across documents (`EMBED_BATCH`) and stores each index. `on_done(name, document or None,
         error, extracted)` hears of every file as it ends; files whose id `skip` accepts are passed to
-        `on_skip` untouched."""
+        `on_skip` untouched. An encrypted file that `password` does not open is tried with the passwords
+        `ask_password` gave for earlier files, then `ask_password(name)` is asked (one call at a time) until
+        the answer opens it or is empty."""
+        import threading
         from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-        from docpipe.errors import BusyError, DocpipeError
+        from docpipe.errors import BusyError, DocpipeError, PasswordRequiredError, WrongPasswordError
 
         tell = progress or (lambda _event: None)
         workers = max(1, workers if workers is not None else self.settings.extraction.max_concurrent)
@@ -357,11 +362,35 @@ class CollectionMixin:
         embedded = 0
         known_passages = 0
 
+        asking = threading.Lock()
+        answered: list[str] = []  # what ask_password gave, tried on each encrypted file before asking again
+
         def prepare(source: Source, label: str) -> tuple[str, str, Any]:
             data, label = build.read_source(source, label)
             doc_id = sha256_hex(data)
             if skip(doc_id):
                 return "skip", label, doc_id
+            secret: str | None = password
+            tried: set[str | None] = set()
+            while True:
+                try:
+                    opened = open_file(data, label, doc_id, secret)
+                except (PasswordRequiredError, WrongPasswordError):
+                    if ask_password is None:
+                        raise
+                    tried.add(secret)
+                    with asking:
+                        secret = next((known for known in answered if known not in tried), None)
+                        if secret is None:
+                            secret = ask_password(label)
+                            if secret:
+                                answered.append(secret)
+                    if not secret:
+                        raise
+                    continue
+                return opened
+
+        def open_file(data: bytes, label: str, doc_id: str, password: str | None) -> tuple[str, str, Any]:
             index = self._loaded.get((doc_id, self.fingerprint)) or self._load_index(doc_id)
             if index is not None:
                 self._check_access(index.doc, password, data)
@@ -406,14 +435,15 @@ class CollectionMixin:
         def embed_pending() -> None:
             nonlocal embedded
             texts = [t for _, p in pending for t in p.texts]
-            chunks = []
-            for start in range(0, len(texts), EMBED_BATCH):
-                chunks.append(embedder.embed(texts[start : start + EMBED_BATCH]))
-                embedded += len(chunks[-1])
-                tell(AddProgress("embed", embedded, known_passages))
-            import numpy as np
+            before = embedded
 
-            vectors = np.vstack(chunks) if chunks else np.zeros((0, embedder.dim), dtype=np.float32)
+            def batch_done(done: int, _total: int) -> None:
+                nonlocal embedded
+                if done:
+                    embedded = before + min(done * build.EMBED_BATCH, len(texts))
+                    tell(AddProgress("embed", embedded, known_passages))
+
+            vectors = build.embed_batches(embedder, texts, embed_progress=batch_done)
             row = 0
             for label, prepared in pending:
                 rows = vectors[row : row + len(prepared.texts)]

@@ -34,10 +34,13 @@ if TYPE_CHECKING:
     from docpipe.settings import ExtractionSettings, RetrievalSettings, Settings
 
 __all__ = [
+    "EMBED_BATCH",
+    "BatchProgress",
     "Prepared",
     "Source",
     "build_index",
     "check_access",
+    "embed_batches",
     "extract",
     "finish_index",
     "load_index",
@@ -54,6 +57,13 @@ logger = logging.getLogger(__name__)
 # What a document (PDF or Word .docx) can be given as: a path, or its bytes.
 Source = str | Path | bytes | bytearray | memoryview
 Progress = Callable[[str], None]
+#: Hears (0, batches in all) before the first batch of passages is embedded, then (batches done, batches in all).
+BatchProgress = Callable[[int, int], None]
+
+#: Passages per call to the embedder when a document is indexed (and when a collection is filled): the step
+#: of embedding progress. Above the 96 texts the sentence-transformers embedder reads with NumPy on one BLAS
+#: thread while its bulk backend is not loaded, so a long document's batches stay bulk work.
+EMBED_BATCH = 128
 
 
 def read_source(source: Source, name: str | None) -> tuple[bytes, str]:
@@ -266,13 +276,32 @@ def build_index(
     settings: Settings,
     fingerprint: str,
     progress: Progress,
+    embed_progress: BatchProgress | None = None,
 ) -> SearchIndex:
     """Returns the search index of an extracted `doc`, made and stored: its sections (set on `doc`), passages
-    sized to `embedder`, their embeddings in a dense index; saved under the document id and `fingerprint`."""
+    sized to `embedder`, their embeddings in a dense index; saved under the document id and `fingerprint`.
+    `progress` hears each stage by name, `embed_progress` each batch of passages embedded (`embed_batches`)."""
     prepared = prepare_index(doc, embedder=embedder, settings=settings, progress=progress)
     progress(f"embedding {len(prepared.passages)} passages")
-    vectors = embedder.embed(prepared.texts)
+    vectors = embed_batches(embedder, prepared.texts, embed_progress=embed_progress)
     return finish_index(prepared, vectors, store=store, embedder=embedder, settings=settings, fingerprint=fingerprint)
+
+
+def embed_batches(embedder: Embedder, texts: list[str], *, embed_progress: BatchProgress | None = None) -> np.ndarray:
+    """Returns the embeddings of `texts`, one row each, computed `EMBED_BATCH` texts at a time in the order
+    given, whether anyone listens or not: the vectors never depend on `embed_progress`, which hears (0, batches in
+    all) before the first batch and (batches done, batches in all) after each."""
+    import numpy as np
+
+    total = -(-len(texts) // EMBED_BATCH)
+    if embed_progress is not None and total:
+        embed_progress(0, total)
+    parts = []
+    for done, start in enumerate(range(0, len(texts), EMBED_BATCH), 1):
+        parts.append(embedder.embed(texts[start : start + EMBED_BATCH]))
+        if embed_progress is not None:
+            embed_progress(done, total)
+    return np.vstack(parts) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
 
 
 def load_index(
