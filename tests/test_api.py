@@ -299,7 +299,7 @@ def test_every_settings_field_has_a_description() -> None:
         for name, field in Settings.model_fields.items()
         if inspect.isclass(field.annotation) and issubclass(field.annotation, BaseModel)
     }
-    assert set(nested) == {"extraction", "chunking", "embedding", "retrieval", "engine", "analysis", "review"}
+    assert set(nested) == {"extraction", "chunking", "embedding", "retrieval", "engine", "analysis", "review", "ray"}
     for name, field in Settings.model_fields.items():
         assert field.description and field.description.strip(), f"{name} has no description"
     for section, model in nested.items():

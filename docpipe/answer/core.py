@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from docpipe.answer.extractive import extractive_answer, prime_sentences
 from docpipe.answer.prompts import PROMPT_VERSION, SYSTEM_PROMPT, build_user_prompt, extract_quotes, wants_thinking
@@ -86,10 +86,10 @@ def check_question(question: str | None, *, which: str = "the question") -> str:
     return question
 
 
-def context_budget(settings: Settings, engine: Engine | None) -> int:
+def context_budget(settings: Settings, engine: object | None) -> int:
     """Returns the context budget in tokens (`retrieval.budget_tokens`), shrunk to what fits the engine's
     context window beside the prompt's instructions, the thinking budget and the answer; a `ConfigError`
-    when the window leaves no room for contract text."""
+    when the window leaves no room for contract text. `engine` is read only for its ``max_model_len``."""
     budget = settings.retrieval.budget_tokens
     window = getattr(engine, "max_model_len", None)
     if not window:
@@ -146,13 +146,23 @@ def grounded_request(
     )
 
 
+class NamedEngine(Protocol):
+    """What a cache key reads of an engine: an `Engine`, or a stand-in naming one that runs elsewhere."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+
 def answer_cache_key(
     doc: Document,
     request: GenerationRequest,
     question: str,
     hits: list[Hit],
     *,
-    engine: Engine | None,
+    engine: NamedEngine | None,
     settings: EngineSettings,
     fingerprint: str,
 ) -> str:

@@ -59,6 +59,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     }
     if engine:
         overrides["engine"] = engine
+    if getattr(args, "ray_address", None):
+        overrides["ray"] = {"address": args.ray_address}
     if args.home:
         overrides["home"] = args.home
     return overrides

@@ -94,13 +94,17 @@ def ingest_collection(dp: DocPipe, args: Any, *, ask_password: Callable[[str], s
     if args.workers is not None and args.workers < 1:
         raise ConfigError("--workers must be at least 1 (leave it out for the configured number)")
     bars = _AddBars() if sys.stderr.isatty() and not args.json and not args.quiet else None
+    on_ray = getattr(args, "executor", "local") == "ray"
+    if on_ray and args.workers is not None:
+        raise ConfigError("--workers sizes the local executor; on Ray set DOCPIPE_RAY__* (see docs/deployment.md)")
     try:
         report = coll.add(
             [str(path) for path in args.files],
             password=args.password,
-            workers=args.workers,
+            workers=None if on_ray else args.workers,
             progress=bars,
-            ask_password=ask_password,
+            ask_password=None if on_ray else ask_password,
+            executor=args.executor if on_ray else "local",
         )
     finally:
         if bars is not None:

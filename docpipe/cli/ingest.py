@@ -112,10 +112,11 @@ def ingest_files(dp, args) -> int:
         from docpipe.cli.collections import ingest_collection
 
         return ingest_collection(dp, args, ask_password=ask)
-    if args.workers is not None:
+    if args.workers is not None or args.executor != "local":
         from docpipe.errors import ConfigError
 
-        raise ConfigError("--workers sets how many PDFs a --collection ingest extracts at once: add --collection NAME")
+        option = "--workers" if args.workers is not None else "--executor ray"
+        raise ConfigError(f"{option} applies to a --collection ingest (a data room): add --collection NAME")
     bars = IngestBars(len(args.files)) if sys.stderr.isatty() and not args.json and not args.quiet else None
     results: list[dict[str, Any]] = []
     failed = 0

@@ -52,6 +52,18 @@ def _password(p: argparse.ArgumentParser, help: str) -> None:
     )
 
 
+def _executor(p: argparse.ArgumentParser) -> None:
+    """Where the work runs: here, or as Ray Data pipelines on a Ray cluster (the ``ray`` settings section)."""
+    p.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="local (default), or ray: Ray Data pipelines on the cluster at --ray-address (a local Ray when "
+        "unset; pip install 'docpipe-contracts[ray]'); the store must be on storage every node sees",
+    )
+    p.add_argument("--ray-address", metavar="ADDR", help="the Ray cluster: auto, HOST:PORT or ray://HOST:10001")
+
+
 def _engine(p: argparse.ArgumentParser) -> None:
     """The answering engine's options, the same on every command that answers (ask, analyze, review, the answer
     evaluations, serve, ui): they become the settings' ``engine`` section."""
@@ -98,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="with --collection: PDFs extracted at once (default $DOCPIPE_EXTRACTION__MAX_CONCURRENT or 2)",
     )
+    _executor(p)
     _password(p, "password for encrypted PDFs")
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -175,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
         "cell only its own sections; auto (default): per_cell when cells think, shared when they do not",
     )
     _engine(p)
+    _executor(p)
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cell cache")
     _password(p, "password for encrypted PDFs")
     p.add_argument("-o", "--output", type=Path, help="write the grid here; the format follows the suffix")

@@ -78,6 +78,7 @@ def _cmd_review(dp, args) -> int:
             password=args.password,
             use_cache=not args.no_cache,
             progress=bar,
+            executor=args.executor,
         )
     except KeyboardInterrupt:
         print("docpipe: the cells done so far are cached: run the same command again to resume", file=sys.stderr)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from docpipe.errors import InputError
+from docpipe.errors import ConfigError, InputError
 from docpipe.ingest.collections import Member, check_collection_name
 from docpipe.retrieve.build import Source
 from docpipe.types import Document
@@ -161,6 +161,7 @@ class Collection:
         progress: Callable[[AddProgress], None] | None = None,
         owner: str | None = None,
         ask_password: Callable[[str], str | None] | None = None,
+        executor: str = "local",
     ) -> AddReport:
         """Adds PDFs and Word files to the collection and returns an `AddReport`: folders are searched recursively
         for ``.pdf`` and ``.docx`` files; documents already in the store are not extracted or embedded again (a document may be
@@ -171,7 +172,17 @@ class Collection:
 
         An encrypted PDF that `password` does not open fails, unless `ask_password` is given: it is called with
         the file's name (one call at a time) until its answer opens the PDF, or is empty or None; a password it
-        gave is tried first on the encrypted files after (a data room often has one password)."""
+        gave is tried first on the encrypted files after (a data room often has one password).
+
+        `executor` ``"ray"`` runs the same ingestion as a Ray Data pipeline on the cluster the settings name
+        (``ray.address``; a local Ray when unset), on a store every node sees (`docpipe.dataroom.ray_ingest`)."""
+        if executor not in ("local", "ray"):
+            raise ConfigError(f"unknown executor {executor!r}: use local or ray")
+        if executor == "ray" and (ask_password is not None or owner is not None or workers is not None):
+            raise ConfigError(
+                "the Ray executor takes one password= for the whole add (no prompt, owner or worker count): "
+                "Ray sizes the stages (settings ray.*)"
+            )
         started = time.perf_counter()
         report = AddReport(self.name)  # the collection is created with its first member (see `create`)
         files, missing = expand_sources(sources)
@@ -191,17 +202,31 @@ class Collection:
             if extracted:
                 report.extracted_pages += len(doc.pages)
 
-        self._dp._ingest_files(
-            files,
-            password=password,
-            workers=workers,
-            progress=progress,
-            on_done=done,
-            skip=lambda doc_id: doc_id in known,
-            owner=owner,
-            on_skip=lambda label, doc_id: report.present.append(next(m for m in self.documents if m.id == doc_id)),
-            ask_password=ask_password,
-        )
+        if executor == "ray":
+            from docpipe.dataroom.ray_ingest import ingest_on_ray
+
+            ingest_on_ray(
+                files,
+                settings=self._dp.settings,
+                fingerprint=self._dp.fingerprint,
+                password=password,
+                known=known,
+                on_done=done,
+                on_skip=lambda label, doc_id: report.present.append(next(m for m in self.documents if m.id == doc_id)),
+                progress=progress,
+            )
+        else:
+            self._dp._ingest_files(
+                files,
+                password=password,
+                workers=workers,
+                progress=progress,
+                on_done=done,
+                skip=lambda doc_id: doc_id in known,
+                owner=owner,
+                on_skip=lambda label, doc_id: report.present.append(next(m for m in self.documents if m.id == doc_id)),
+                ask_password=ask_password,
+            )
         self._dp._collection_index(self)  # cards and pooled vectors of the new members, saved
         report.seconds = time.perf_counter() - started
         return report

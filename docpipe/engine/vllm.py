@@ -54,9 +54,11 @@ def engine_args(
     seed: int = 0,
     cache_root: Path | None = None,
     extra: dict[str, Any] | None = None,
+    gpu: bool | None = None,
 ) -> dict[str, Any]:
     """Returns the keyword arguments for ``vllm.LLM`` / ``AsyncEngineArgs``: the few that matter, CPU
-    defaults where there is no GPU, and `extra` passed through untouched."""
+    defaults where there is no GPU (`gpu`: whether the engine runs on one; None: this machine's), and `extra`
+    passed through untouched."""
     local = Path(model).expanduser()
     if local.exists() and not (local / "config.json").is_file():
         raise ConfigError(f"{model} is not a Hugging Face model folder (no config.json)")
@@ -81,7 +83,7 @@ def engine_args(
         kwargs["quantization"] = quantization
     if max_num_seqs:
         kwargs["max_num_seqs"] = max_num_seqs
-    if _cuda():
+    if gpu if gpu is not None else _cuda():
         kwargs["gpu_memory_utilization"] = gpu_memory_utilization
     else:
         # Measured on the CPU build: an explicit KV size (the memory probe sees half the RAM) and eager mode.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from docpipe.analysis.analyze import check_mode
 from docpipe.dataroom.handle import Collection, expand_sources
-from docpipe.errors import InputError
+from docpipe.errors import ConfigError, InputError
 from docpipe.review.grid import ReviewGrid, Row
 from docpipe.review.run import ReviewProgress, columns_for, run_grid
 from docpipe.types import Document
@@ -71,6 +71,7 @@ class ReviewMixin:
         use_cache: bool = True,
         progress: Callable[[ReviewProgress], None] | None = None,
         cancel: threading.Event | None = None,
+        executor: str = "local",
     ) -> ReviewGrid:
         """Returns the `ReviewGrid` of `docs` (a collection, documents, files or folders, searched recursively)
         against `questions` and/or the clause checklist (`checklist` for all 41 categories, `categories` for
@@ -82,9 +83,35 @@ class ReviewMixin:
         failed cells saying why; the others go on. Cells are cached by content as they finish, so a grid run
         again (after a crash, or with one more document) computes only what it lacks. `progress` is called
         after every cell; `cancel` (set from another thread) stops the grid between engine batches.
+
+        `executor` ``"ray"`` fills a collection's grid as a Ray Data pipeline on the cluster the settings name
+        (`docpipe.review.ray_grid`): the same cells, cached in the same cell cache.
         """
         check_mode(mode)
         columns = columns_for(questions, checklist=checklist, categories=categories)
+        if executor not in ("local", "ray"):
+            raise ConfigError(f"unknown executor {executor!r}: use local or ray")
+        if executor == "ray":
+            if not isinstance(docs, Collection):
+                raise ConfigError(
+                    "the Ray executor reviews a collection: add the files with `docpipe ingest --collection NAME "
+                    "--executor ray FILES`, then review the collection"
+                )
+            if not docs.documents:
+                self._review_rows(docs, password)  # the empty collection's error, as the local executor gives it
+            from docpipe.review.ray_grid import review_on_ray
+
+            return review_on_ray(
+                self,
+                docs,
+                columns,
+                mode=mode,
+                layout=layout,
+                password=password,
+                use_cache=use_cache,
+                progress=progress,
+                cancel=cancel,
+            )
         rows, opener = self._review_rows(docs, password)
         engine = self.engine
         collection = docs.name if isinstance(docs, Collection) else ""

@@ -59,7 +59,21 @@ if TYPE_CHECKING:
     from docpipe.settings import Settings
     from docpipe.types import Document, Hit
 
-__all__ = ["MAX_COLUMNS", "MAX_QUESTION_CHARS", "ReviewCancelled", "ReviewProgress", "columns_for", "run_grid"]
+__all__ = [
+    "MAX_COLUMNS",
+    "MAX_QUESTION_CHARS",
+    "EngineIdentity",
+    "PendingCell",
+    "ReviewCancelled",
+    "ReviewProgress",
+    "columns_for",
+    "finish_grid",
+    "model_cell",
+    "resolve_layout",
+    "row_contexts",
+    "row_requests",
+    "run_grid",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -118,8 +132,18 @@ def columns_for(
     return columns
 
 
+@dataclass(frozen=True, slots=True)
+class EngineIdentity:
+    """What a grid's prompts, budgets and cache keys need of its engine (name, model, context window) without
+    the engine itself: the Ray executor's engines live in its generation actors."""
+
+    name: str
+    model: str
+    max_model_len: int | None = None
+
+
 @dataclass(slots=True)
-class _Pending:
+class PendingCell:
     """A cell waiting for the engine."""
 
     row: int
@@ -153,16 +177,7 @@ def run_grid(
     (a `DocpipeError` fails that row); `offline(index, fn)` runs an offline row's work (the facade wraps it with
     the sentence embeddings it stores); `cache` None neither reads nor writes the cell cache; `cancel` set stops
     the grid between batches with `ReviewCancelled`."""
-    from docpipe.engine.base import PRIORITY_BULK
-
-    layout = layout or settings.review.layout
-    if layout not in ("auto", "shared", "per_cell"):
-        raise ConfigError(f"unknown layout {layout!r}: use auto, shared or per_cell")
-    if layout == "auto":
-        # Cells that think are decode-bound: each running cell reads its whole context at every generated
-        # token, so a 13k-token shared context costs more decode than its prefix cache saves in prefill
-        # (benchmarks/GPU.md). Cells that answer directly are prefill-bound: the shared context wins.
-        layout = "per_cell" if mode != "no_think" else "shared"
+    layout = resolve_layout(layout, settings, mode)
     started = time.perf_counter()
     created = _now()
     total = len(rows) * len(columns)
@@ -195,10 +210,10 @@ def run_grid(
     shared_budget = _shared_budget(settings, engine)
     batch_size = settings.review.batch_size or settings.engine.max_batch_size
     pool = ThreadPoolExecutor(max_workers=_IN_FLIGHT, thread_name_prefix="docpipe-review") if engine else None
-    in_flight: list[tuple[list[_Pending], Future[list[GenerationResult]]]] = []
-    batch: list[_Pending] = []
+    in_flight: list[tuple[list[PendingCell], Future[list[GenerationResult]]]] = []
+    batch: list[PendingCell] = []
 
-    def collect(items: list[_Pending], future: Future[list[GenerationResult]]) -> None:
+    def collect(items: list[PendingCell], future: Future[list[GenerationResult]]) -> None:
         assert engine is not None
         try:
             results = future.result()
@@ -215,12 +230,12 @@ def run_grid(
                 cached_tokens = result.extra.get("cached_tokens")
                 if cached_tokens is not None:
                     prefix_cached.append(int(cached_tokens))
-            cell = _model_cell(item, result, engine=engine, fingerprint=fingerprint)
+            cell = model_cell(item, result, engine=engine, fingerprint=fingerprint)
             if cache is not None and cell.status != "failed":
                 cache_put(cache, item.key, cell.to_dict(), item.doc)
             record(item.row, item.column, cell, item.doc.name)
 
-    def submit(items: list[_Pending]) -> None:
+    def submit(items: list[PendingCell]) -> None:
         assert engine is not None and pool is not None
         while len(in_flight) >= _IN_FLIGHT:
             collect(*in_flight.pop(0))
@@ -243,41 +258,22 @@ def run_grid(
                 continue
             doc = index.doc
             rows[r] = Row(doc.id, doc.name)
-            contexts = [
-                select_context(
-                    index,
-                    column.query,
-                    retrieval=settings.retrieval,
-                    chunking=settings.chunking,
-                    k=settings.analysis.k,
-                    budget_tokens=per_cell_budget,
-                    expand=settings.analysis.expand_references,
-                    query=vector,
-                )
-                for column, vector in zip(columns, vectors)
-            ]
+            contexts = row_contexts(index, columns, vectors, settings=settings, budget=per_cell_budget)
             if engine is None:
                 work = functools.partial(
                     _offline_row, r, index, columns, contexts, vectors, embedder, settings, fingerprint, cache, record
                 )
                 offline(index, work) if offline is not None else work()
                 continue
-            shared = _shared_context(index, contexts, shared_budget) if layout == "shared" else None
-            for c, column in enumerate(columns):
-                hits = shared if shared is not None else contexts[c]
-                question = review_question(column.key, column.question, column.note)
-                request = replace(
-                    build_request(question, hits, doc, settings=settings.engine, mode=mode, analysis=True),  # type: ignore[arg-type]
-                    priority=PRIORITY_BULK,
-                )
-                key = answer_cache_key(
-                    doc, request, question, hits, engine=engine, settings=settings.engine, fingerprint=fingerprint
-                )
-                cell = _cached_cell(cache, key)
+            for item in row_requests(
+                r, index, columns, contexts, engine=engine, settings=settings, fingerprint=fingerprint,
+                mode=mode, layout=layout, shared_budget=shared_budget,
+            ):  # fmt: skip
+                cell = _cached_cell(cache, item.key)
                 if cell is not None:
-                    record(r, c, cell, doc.name)
+                    record(r, item.column, cell, doc.name)
                     continue
-                batch.append(_Pending(r, c, question, request, key, hits, doc))
+                batch.append(item)
                 if len(batch) >= batch_size:
                     submit(batch)
                     batch = []
@@ -296,6 +292,44 @@ def run_grid(
                     except Exception as exc:  # noqa: BLE001 - the grid is already stopping for another reason
                         logger.warning("a review batch finished with an error while the grid stopped: %s", exc)
             pool.shutdown(wait=True)
+    return finish_grid(
+        rows,
+        columns,
+        cells,
+        engine=engine,
+        settings=settings,
+        fingerprint=fingerprint,
+        mode=mode,
+        layout=layout,
+        tokens=tokens,
+        prefix_cached=prefix_cached,
+        started=started,
+        created=created,
+        collection=collection,
+        matter=matter,
+    )
+
+
+def finish_grid(
+    rows: list[Row],
+    columns: list[Column],
+    cells: list[list[Cell | None]],
+    *,
+    engine: Engine | EngineIdentity | None,
+    settings: Settings,
+    fingerprint: str,
+    mode: str,
+    layout: str,
+    tokens: dict[str, int],
+    prefix_cached: list[int],
+    started: float,
+    created: str,
+    collection: str,
+    matter: str | None,
+) -> ReviewGrid:
+    """Returns the finished grid and its manifest (what made it: engine, model, prompts, settings, documents,
+    tokens, which cells came from the cache)."""
+    total = len(rows) * len(columns)
     finished = [[cell for cell in row if cell is not None] for row in cells]
     manifest = ReviewManifest(
         engine=engine.name if engine else "extractive",
@@ -326,7 +360,79 @@ def run_grid(
     return grid
 
 
-def _shared_budget(settings: Settings, engine: Engine | None) -> int:
+def resolve_layout(layout: str | None, settings: Settings, mode: str) -> str:
+    """Returns the prompt layout the grid uses: `layout`, else the settings', with ``auto`` resolved by `mode`."""
+    layout = layout or settings.review.layout
+    if layout not in ("auto", "shared", "per_cell"):
+        raise ConfigError(f"unknown layout {layout!r}: use auto, shared or per_cell")
+    if layout == "auto":
+        # Cells that think are decode-bound: each running cell reads its whole context at every generated
+        # token, so a 13k-token shared context costs more decode than its prefix cache saves in prefill
+        # (benchmarks/GPU.md). Cells that answer directly are prefill-bound: the shared context wins.
+        layout = "per_cell" if mode != "no_think" else "shared"
+    return layout
+
+
+def row_contexts(
+    index: SearchIndex, columns: list[Column], vectors: Any, *, settings: Settings, budget: int
+) -> list[list[Hit]]:
+    """Returns, per column, the sections retrieved from the row's document for its question."""
+    return [
+        select_context(
+            index,
+            column.query,
+            retrieval=settings.retrieval,
+            chunking=settings.chunking,
+            k=settings.analysis.k,
+            budget_tokens=budget,
+            expand=settings.analysis.expand_references,
+            query=vector,
+        )
+        for column, vector in zip(columns, vectors)
+    ]
+
+
+def row_requests(
+    r: int,
+    index: SearchIndex,
+    columns: list[Column],
+    contexts: list[list[Hit]],
+    *,
+    engine: Engine | EngineIdentity,
+    settings: Settings,
+    fingerprint: str,
+    mode: str,
+    layout: str,
+    shared_budget: int,
+) -> list[PendingCell]:
+    """Returns row `r`'s cells as engine requests at bulk priority, each with its cell-cache key: a shared
+    context for all of them (`layout` shared) or each column's own sections."""
+    from docpipe.engine.base import PRIORITY_BULK
+
+    doc = index.doc
+    shared = _shared_context(index, contexts, shared_budget) if layout == "shared" else None
+    items = []
+    for c, column in enumerate(columns):
+        hits = shared if shared is not None else contexts[c]
+        question = review_question(column.key, column.question, column.note)
+        request = replace(
+            build_request(question, hits, doc, settings=settings.engine, mode=mode, analysis=True),  # type: ignore[arg-type]
+            priority=PRIORITY_BULK,
+        )
+        key = answer_cache_key(
+            doc,
+            request,
+            question,
+            hits,
+            engine=engine,
+            settings=settings.engine,
+            fingerprint=fingerprint,
+        )
+        items.append(PendingCell(r, c, question, request, key, hits, doc))
+    return items
+
+
+def _shared_budget(settings: Settings, engine: Engine | EngineIdentity | None) -> int:
     """Returns the token budget of a document's shared context: `review.shared_budget_tokens`, within what the
     model's window leaves beside instructions, thinking and answer."""
     widened = settings.model_copy(
@@ -365,7 +471,9 @@ def _shared_context(index: SearchIndex, contexts: list[list[Hit]], budget: int) 
     return sorted(chosen.values(), key=_order)
 
 
-def _model_cell(item: _Pending, result: GenerationResult, *, engine: Engine, fingerprint: str) -> Cell:
+def model_cell(
+    item: PendingCell, result: GenerationResult, *, engine: Engine | EngineIdentity, fingerprint: str
+) -> Cell:
     """Returns the cell of the model's reply: its quotes checked against the sections the cell was given; never
     ``present`` without a verified quote."""
     searched = [h.section_id for h in item.hits]
