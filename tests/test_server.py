@@ -581,3 +581,24 @@ def test_vllm_scheduler_runs_a_later_interactive_request_before_earlier_bulk_one
     finally:
         engine.close()
     assert finished == ["bulk 0", "question", "bulk 1", "bulk 2", "bulk 3"], finished
+
+
+@pytest.mark.parametrize(
+    ("engine", "expected"),
+    [
+        ({}, ("extractive", None)),  # auto, no local model folder, no GPU: no model answers, none is named
+        ({"backend": "echo"}, ("echo", None)),
+        ({"backend": "openai", "url": "http://127.0.0.1:9/v1", "model": "m"}, ("openai", "m")),
+        ({"url": "http://127.0.0.1:9/v1"}, ("openai", "Qwen/Qwen3-14B")),
+    ],
+)
+def test_health_names_the_engine_in_effect_not_the_setting(tmp_path: Path, engine: dict, expected: tuple) -> None:
+    from fastapi.testclient import TestClient
+
+    from docpipe import DocPipe, Settings
+    from docpipe.server import ServeOptions, create_app
+
+    dp = DocPipe(Settings(home=tmp_path / "home", embedding={"model": "hashing"}, engine=engine))
+    with TestClient(create_app(dp, ServeOptions(ui=False)), base_url="http://127.0.0.1") as client:
+        health = client.get("/v1/health").json()
+    assert (health["engine"], health["model"]) == expected

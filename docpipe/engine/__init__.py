@@ -35,6 +35,7 @@ __all__ = [
     "StreamEvent",
     "gpu_available",
     "load_engine",
+    "resolve_backend",
     "split_thinking",
 ]
 
@@ -47,16 +48,22 @@ def gpu_available() -> bool:
     return has_device and importlib.util.find_spec("vllm") is not None
 
 
+def resolve_backend(settings: EngineSettings, *, gpu: bool | None = None) -> str:
+    """Returns the backend the settings select, ``auto`` resolved without loading anything: ``openai`` with a
+    URL, ``vllm`` for a local model folder or where there is a GPU (`gpu`; None: this machine), else
+    ``extractive``."""
+    if settings.backend != "auto":
+        return settings.backend
+    if settings.url:
+        return "openai"
+    if Path(settings.model).expanduser().is_dir() or (gpu if gpu is not None else gpu_available()):
+        return "vllm"
+    return "extractive"
+
+
 def load_engine(settings: EngineSettings, *, cache_root: Path | None = None) -> Engine | None:
     """Returns the engine the settings select, or None for the extractive answer (see EngineSettings.backend)."""
-    backend = settings.backend
-    if backend == "auto":
-        if settings.url:
-            backend = "openai"
-        elif Path(settings.model).expanduser().is_dir() or gpu_available():
-            backend = "vllm"
-        else:
-            return None
+    backend = resolve_backend(settings)
     if backend == "extractive":
         return None
     if backend == "echo":

@@ -61,17 +61,11 @@ _PLAN_MEMORY = 512 << 20
 def engine_identity(settings: Settings) -> EngineIdentity | None:
     """Returns the name, model and context window the grid's engines will have, without loading one (None: no
     language model, the offline checklist finding), as `docpipe.engine.load_engine` would choose them."""
-    from pathlib import Path
+    from docpipe.engine import resolve_backend
 
     engine = settings.engine
-    backend = engine.backend
-    if backend == "auto":
-        if engine.url:
-            backend = "openai"
-        elif Path(engine.model).expanduser().is_dir() or settings.ray.num_gpus_per_replica > 0:
-            backend = "vllm"
-        else:
-            return None
+    # On the cluster, GPUs are the replicas' (ray.num_gpus_per_replica), not the driver's.
+    backend = resolve_backend(engine, gpu=settings.ray.num_gpus_per_replica > 0)
     if backend == "extractive":
         return None
     if backend == "echo":

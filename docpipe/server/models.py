@@ -195,7 +195,7 @@ class ReportOut(BaseModel):
 class Health(BaseModel):
     status: Literal["ok"]
     version: str
-    engine: str = Field(description="The configured engine backend (auto, vllm, openai, echo, extractive).")
+    engine: str = Field(description="The engine backend in effect, auto resolved: vllm, openai, echo or extractive.")
     model: str | None
     uptime_s: float
 

@@ -518,12 +518,15 @@ def _install_routes(app: FastAPI) -> None:
     @public.get("/health", response_model=Health, summary="Liveness")
     def health() -> dict[str, Any]:
         """Returns ok while the server runs (no token needed; says nothing about documents)."""
+        from docpipe.engine import resolve_backend
+
         engine = dp.settings.engine
+        backend = resolve_backend(engine)  # "auto" as it resolves here: no model is named that does not answer
         return {
             "status": "ok",
             "version": __version__,
-            "engine": engine.backend,
-            "model": engine.model if engine.backend not in ("echo", "extractive") else None,
+            "engine": backend,
+            "model": engine.model if backend in ("vllm", "openai") else None,
             "uptime_s": round(time.time() - app.state.started, 3),
         }
 
