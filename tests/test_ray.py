@@ -225,3 +225,16 @@ def test_cli_refuses_an_unreachable_ray_address_clearly(tmp_path: Path) -> None:
     assert out.returncode != 0
     assert "cannot join the Ray cluster at '127.0.0.1:1'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_what_the_ray_executor_does_not_take_is_refused_before_any_work(tmp_path: Path) -> None:
+    dp = DocPipe(_settings(tmp_path / "home", embedding={"model": "hashing"}))
+    with pytest.raises(ConfigError, match="the Ray executor reviews a collection"):
+        dp.review([SAMPLE], questions=QUESTIONS, executor="ray")
+    with pytest.raises(ConfigError, match="unknown executor 'spark'"):
+        dp.review(dp.collection("room"), questions=QUESTIONS, executor="spark")
+    with pytest.raises(ConfigError, match="unknown executor"):
+        dp.collection("room").add([SAMPLE], executor="dask")
+    with pytest.raises(ConfigError, match="one password= for the whole add"):
+        dp.collection("room").add([SAMPLE], executor="ray", ask_password=lambda name: "x")
+    assert not dp.collection("room").exists  # nothing was created
