@@ -202,6 +202,9 @@ class Collection:
             if extracted:
                 report.extracted_pages += len(doc.pages)
 
+        def present(_label: str, doc_id: str) -> None:
+            report.present.append(next(m for m in self.documents if m.id == doc_id))
+
         if executor == "ray":
             from docpipe.dataroom.ray_ingest import ingest_on_ray
 
@@ -212,7 +215,7 @@ class Collection:
                 password=password,
                 known=known,
                 on_done=done,
-                on_skip=lambda label, doc_id: report.present.append(next(m for m in self.documents if m.id == doc_id)),
+                on_skip=present,
                 progress=progress,
             )
         else:
@@ -224,7 +227,7 @@ class Collection:
                 on_done=done,
                 skip=lambda doc_id: doc_id in known,
                 owner=owner,
-                on_skip=lambda label, doc_id: report.present.append(next(m for m in self.documents if m.id == doc_id)),
+                on_skip=present,
                 ask_password=ask_password,
             )
         self._dp._collection_index(self)  # cards and pooled vectors of the new members, saved

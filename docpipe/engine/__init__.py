@@ -83,17 +83,6 @@ def load_engine(settings: EngineSettings, *, cache_root: Path | None = None) -> 
             max_concurrency=settings.max_concurrency,
             timeout_s=settings.timeout_s,
         )
-    from docpipe.engine.vllm import VLLMEngine
+    from docpipe.engine.vllm import VLLMEngine, settings_args
 
-    return VLLMEngine(
-        settings.model,
-        max_model_len=settings.max_model_len,
-        gpu_memory_utilization=settings.gpu_memory_utilization,
-        quantization=settings.quantization,
-        tensor_parallel_size=settings.tensor_parallel_size,
-        max_num_seqs=settings.max_num_seqs,
-        enable_prefix_caching=settings.enable_prefix_caching,
-        seed=settings.seed or 0,
-        cache_root=cache_root,
-        extra=settings.engine_kwargs,
-    )
+    return VLLMEngine(settings.model, cache_root=cache_root, **settings_args(settings))

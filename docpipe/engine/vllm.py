@@ -23,12 +23,15 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from docpipe.engine.base import BUDGET_CLOSE, GenerationRequest, GenerationResult, StreamEvent, split_thinking
 from docpipe.errors import ConfigError, DependencyError, EngineError
 
-__all__ = ["AsyncVLLMEngine", "VLLMEngine", "engine_args"]
+if TYPE_CHECKING:
+    from docpipe.settings import EngineSettings
+
+__all__ = ["AsyncVLLMEngine", "VLLMEngine", "engine_args", "settings_args"]
 
 logger = logging.getLogger(__name__)
 
@@ -125,6 +128,22 @@ def untested_vllm(version: str) -> str | None:
         "engine arguments and sampling parameters change between minor releases. Install the tested one: "
         "pip install 'docpipe-contracts[gpu]' (CUDA) or 'docpipe-contracts[cpu]' (CPU build)"
     )
+
+
+def settings_args(settings: EngineSettings) -> dict[str, Any]:
+    """Returns `engine_args`' keyword arguments from the engine settings (model, window, GPU share, quantization,
+    parallelism, batch, prefix cache, seed, extra arguments): the in-process engine and Ray's vLLM replicas
+    start from the same ones."""
+    return {
+        "max_model_len": settings.max_model_len,
+        "gpu_memory_utilization": settings.gpu_memory_utilization,
+        "quantization": settings.quantization,
+        "tensor_parallel_size": settings.tensor_parallel_size,
+        "max_num_seqs": settings.max_num_seqs,
+        "enable_prefix_caching": settings.enable_prefix_caching,
+        "seed": settings.seed or 0,
+        "extra": settings.engine_kwargs,
+    }
 
 
 def _import_vllm():

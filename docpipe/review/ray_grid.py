@@ -76,9 +76,9 @@ def engine_identity(settings: Settings) -> EngineIdentity | None:
         remote = load_engine(engine)  # a client only: asks the server for its model and window
         assert remote is not None
         return EngineIdentity(remote.name, remote.model, getattr(remote, "max_model_len", None))
-    from docpipe.engine.vllm import engine_args
+    from docpipe.engine.vllm import engine_args, settings_args
 
-    args = engine_args(engine.model, max_model_len=engine.max_model_len, extra=engine.engine_kwargs)
+    args = engine_args(engine.model, **settings_args(engine))
     return EngineIdentity("vllm", engine.model, int(args["max_model_len"]))
 
 

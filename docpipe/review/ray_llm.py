@@ -31,21 +31,10 @@ def processor_config(settings: Settings, *, batch_size: int, thinking: bool) -> 
     replicas of `ray.num_gpus_per_replica` GPUs, cells in batches of `batch_size`, thinking on or off."""
     from ray.data.llm import ChatTemplateStageConfig, vLLMEngineProcessorConfig
 
-    from docpipe.engine.vllm import engine_args
+    from docpipe.engine.vllm import engine_args, settings_args
 
-    engine = settings.engine
-    args = engine_args(
-        engine.model,
-        max_model_len=engine.max_model_len,
-        gpu_memory_utilization=engine.gpu_memory_utilization,
-        quantization=engine.quantization,
-        tensor_parallel_size=engine.tensor_parallel_size,
-        max_num_seqs=engine.max_num_seqs,
-        enable_prefix_caching=engine.enable_prefix_caching,
-        seed=engine.seed or 0,
-        extra=engine.engine_kwargs,
-        gpu=True,  # the replicas' nodes have GPUs, whatever the driver's node has
-    )
+    # gpu: the replicas' nodes have GPUs, whatever the driver's node has.
+    args = engine_args(settings.engine.model, gpu=True, **settings_args(settings.engine))
     model = args.pop("model")
     return vLLMEngineProcessorConfig(
         model_source=model,
