@@ -23,7 +23,11 @@ from test_server import contract_pdf
 
 from docpipe import DocPipe, Settings
 from docpipe.embed.hashing import HashingEmbedder
-from docpipe.ui.progress import UploadProgress, stage_fraction  # imports no gradio: the unit tests run without it
+from docpipe.ui.progress import (
+    UploadProgress,
+    batches,
+    stage_fraction,
+)  # imports no gradio: the unit tests run without it
 
 pytestmark = [
     # Gradio's own pandas 3 deprecations (gradio/queueing.py), not ours.
@@ -299,3 +303,13 @@ def _artifacts(repo_root: Path) -> Path:
     folder = repo_root / "test-artifacts" / "ui"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def test_embedding_batches_move_one_files_bar_through_the_embedding_stage(test_pipe: DocPipe, sample_pdf: Path) -> None:
+    bar = Recorder()
+    stage = UploadProgress(bar, total=1).file(0, "msa.pdf")
+    test_pipe.ingest(sample_pdf.read_bytes(), name="msa.pdf", progress=stage, embed_progress=batches(stage))
+    embedding = [f for f, t in zip(bar.fractions, bar.texts) if "embedding passages" in t]
+    assert len(embedding) >= 2, bar.texts  # (0, n) then one step per batch
+    assert embedding[0] == pytest.approx(0.55) and embedding[-1] == pytest.approx(0.98)
+    assert bar.fractions == sorted(bar.fractions)

@@ -34,7 +34,7 @@ from docpipe.answer.core import check_question
 from docpipe.names import clean_upload_name
 from docpipe.ui.access import WorkbenchAccess
 from docpipe.ui.pageview import show_citation
-from docpipe.ui.progress import UploadProgress
+from docpipe.ui.progress import UploadProgress, batches
 from docpipe.ui.render import (
     REPORT_FORMATS,
     answer_html,
@@ -187,7 +187,10 @@ class Workbench:
             keep = False
             try:
                 owner = principal.user if principal is not None else None
-                doc = self.dp.ingest(data, password=password or None, name=name, owner=owner, progress=stage)
+                secret = password or None
+                doc = self.dp.ingest(
+                    data, password=secret, name=name, owner=owner, progress=stage, embed_progress=batches(stage)
+                )
                 if len(doc.pages) > self.max_pages:
                     results.append(
                         describe_error(

@@ -49,6 +49,12 @@ def stage_fraction(text: str, *, at_least: float = 0.0) -> float:
     return max(at_least, round(fraction, 4))
 
 
+def batches(stage: Callable[[str], None]) -> Callable[[int, int], None]:
+    """Returns `DocPipe.ingest`'s ``embed_progress`` callback that moves `stage`'s bar batch by batch through
+    embedding, the slowest stage (it otherwise reports only its start)."""
+    return lambda done, total: stage(f"embedding passages {done}/{total} batches")
+
+
 def _short(text: str) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 3] + "..."
