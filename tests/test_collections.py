@@ -111,6 +111,34 @@ def test_add_a_folder_reports_added_present_and_failed(pipe: DocPipe, room: Path
     assert [c.name for c in pipe.collections()] == ["deal-x"]
 
 
+def test_members_are_recorded_in_batches_and_an_add_stopped_midway_keeps_what_finished(
+    pipe: DocPipe, room: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from docpipe.ingest.collections import CollectionStore
+
+    writes: list[int] = []
+    real_add = CollectionStore.add
+
+    def counting_add(self, name, members):  # the real method: counts the record's rewrites
+        writes.append(len(members))
+        return real_add(self, name, members)
+
+    monkeypatch.setattr(CollectionStore, "add", counting_add)
+    coll = pipe.collection("deal-x")
+
+    def stop_after_two(step) -> None:
+        if step.kind == "file" and step.done == 2:
+            raise KeyboardInterrupt  # Ctrl-C after the second file
+
+    with pytest.raises(KeyboardInterrupt):
+        coll.add(room, workers=1, progress=stop_after_two)
+    assert len(coll.documents) == 2  # both finished files recorded, though the add stopped
+    assert writes == [2]  # in one rewrite of the record, not one per file
+    writes.clear()
+    report = coll.add(room, workers=1)
+    assert len(report.present) == 2 and len(report.added) == 1 and writes == [1]
+
+
 def test_files_of_one_name_in_two_folders_stay_apart_and_a_failed_add_creates_nothing(
     pipe: DocPipe, room: Path, tmp_path: Path
 ) -> None:

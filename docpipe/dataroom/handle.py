@@ -73,6 +73,11 @@ class AddReport:
         }
 
 
+# Finished members are recorded in batches (see Collection.add): at most this many files, or seconds, apart.
+_RECORD_BATCH = 64
+_RECORD_SECONDS = 2.0
+
+
 class Collection:
     """A named set of documents in the store, asked as one (`DocPipe.collection`).
 
@@ -187,24 +192,66 @@ class Collection:
         report = AddReport(self.name)  # the collection is created with its first member (see `create`)
         files, missing = expand_sources(sources)
         report.failed += missing
-        known = {m.id for m in self.documents}
+        members = {m.id: m for m in self.documents}  # read once: a data room's record is long
+        known = set(members)
+        finished: list[Member] = []  # ingested, not yet recorded
+        last_recorded = time.monotonic()
+
+        def record(*, now: bool = False) -> None:
+            """Records the finished members in one rewrite of the collection's record: every `_RECORD_BATCH`
+            files or `_RECORD_SECONDS`, and at the end (also when the add stops early). One write per file made
+            adding N files cost N rewrites of an N-member record (hours at 100,000 files). A run killed outright
+            loses at most those seconds of records; their indexes are stored, so a rerun adds them unextracted."""
+            nonlocal last_recorded
+            due = len(finished) >= _RECORD_BATCH or time.monotonic() - last_recorded >= _RECORD_SECONDS
+            if not finished or not (now or due):
+                return
+            batch = finished[:]
+            finished.clear()
+            last_recorded = time.monotonic()
+            added = set(self._records.add(self.name, batch)[0])
+            for member in batch:
+                if member.id in added:
+                    added.discard(member.id)  # the same file twice in one add: the second is already there
+                    report.added.append(member)
+                    members[member.id] = member
+                else:
+                    report.present.append(members.get(member.id, member))
 
         def done(label: str, doc: Document | None, error: str, extracted: bool) -> None:
             if doc is None:
                 report.failed.append((label, error))
                 return
-            member = Member(doc.id, label, pages=len(doc.pages))
-            added, _ = self._records.add(self.name, [member])
-            if added:
-                report.added.append(member)
-            else:
-                report.present.append(next(m for m in self.documents if m.id == doc.id))
+            finished.append(Member(doc.id, label, pages=len(doc.pages)))
             if extracted:
                 report.extracted_pages += len(doc.pages)
+            record()
 
         def present(_label: str, doc_id: str) -> None:
-            report.present.append(next(m for m in self.documents if m.id == doc_id))
+            report.present.append(members[doc_id])
 
+        try:
+            self._run_add(files, executor, password, workers, progress, owner, ask_password, known, done, present)
+        finally:
+            record(now=True)
+        self._dp._collection_index(self)  # cards and pooled vectors of the new members, saved
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _run_add(
+        self,
+        files: list[tuple[Source, str]],
+        executor: str,
+        password: str | None,
+        workers: int | None,
+        progress: Callable[[AddProgress], None] | None,
+        owner: str | None,
+        ask_password: Callable[[str], str | None] | None,
+        known: set[str],
+        done: Callable[[str, Document | None, str, bool], None],
+        present: Callable[[str, str], None],
+    ) -> None:
+        """Runs the add on the executor named; `done` and `present` hear of every file."""
         if executor == "ray":
             from docpipe.dataroom.ray_ingest import ingest_on_ray
 
@@ -230,9 +277,6 @@ class Collection:
                 on_skip=present,
                 ask_password=ask_password,
             )
-        self._dp._collection_index(self)  # cards and pooled vectors of the new members, saved
-        report.seconds = time.perf_counter() - started
-        return report
 
     def remove(self, doc: Member | Document | str) -> bool:
         """Removes a document from the collection (it stays in the store and in other collections); returns

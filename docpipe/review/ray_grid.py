@@ -289,7 +289,7 @@ def review_on_ray(
     ).flat_map(_plan, fn_kwargs=plan_kwargs, num_cpus=1, memory=_PLAN_MEMORY)
     if identity is not None:
         batch_size = settings.ray.batch_size or settings.review.batch_size or settings.engine.max_batch_size
-        if settings.ray.num_gpus_per_replica > 0 and settings.engine.backend in ("auto", "vllm"):
+        if identity.name == "vllm" and settings.ray.num_gpus_per_replica > 0:  # the replicas run vLLM on GPUs
             from docpipe.review.ray_llm import vllm_generation_stage
 
             dataset = vllm_generation_stage(
