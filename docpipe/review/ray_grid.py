@@ -121,7 +121,18 @@ def _cell_row(r: int, c: int, kind: str, *, cell: Cell | None = None, **extra: A
 
 
 def _plan(row: dict[str, Any], **kw: Any) -> list[dict[str, Any]]:
-    """Stage 1 (a Ray task per document): its cells, finished (cached, offline, failed) or as requests."""
+    """Stage 1 (a Ray task per document): its cells, finished (cached, offline, failed) or as requests. Never
+    raises: a document's surprise fails its row with the reason, and the other rows go on."""
+    try:
+        return _plan_row(row, **kw)
+    except Exception as exc:  # noqa: BLE001 - one row's surprise must not stop the grid
+        logger.exception("planning the row of %s failed", row["name"])
+        note = f"unexpected error ({type(exc).__name__}: {exc})"
+        cells = range(len(kw["columns"]))
+        return [_cell_row(int(row["r"]), c, "cell", cell=Cell("failed", note=note), row_error=note) for c in cells]
+
+
+def _plan_row(row: dict[str, Any], **kw: Any) -> list[dict[str, Any]]:
     r = int(row["r"])
     columns: list[Column] = kw["columns"]
     dp = _worker_pipeline(kw["factory"], kw["settings_json"])
