@@ -303,6 +303,40 @@ def launch_kwargs(*, max_upload_mb: float = 50, store_root: str | Path | None = 
     }
 
 
+def serve_workbench(
+    dp: DocPipe,
+    auth: tuple[str, str] | None,
+    *,
+    host: str,
+    port: int | None,
+    max_upload_mb: float,
+    max_pages: int,
+    concurrency: int,
+    max_queue: int,
+) -> None:
+    """Serves the workbench over `dp` with Gradio on `host`/`port` until interrupted, behind the login `auth`
+    (None: none, with a warning when the address is reachable from other machines). `docpipe ui` and
+    ``python -m docpipe.ui.app`` both come here."""
+    if not is_loopback(host) and auth is None:
+        logger.warning("serving on %s without --auth: anyone who can reach this address can upload and ask", host)
+    access = WorkbenchAccess(dp, auth)
+    demo = build_app(
+        dp,
+        max_upload_mb=max_upload_mb,
+        max_pages=max_pages,
+        concurrency=concurrency,
+        max_queue=max_queue,
+        access=access,
+    )
+    demo.launch(
+        server_name=host,
+        server_port=port,
+        auth=access.auth(),
+        max_threads=max(40, concurrency + 8),
+        **launch_kwargs(max_upload_mb=max_upload_mb, store_root=dp.store.root),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Serves the workbench (``docpipe ui``) until interrupted; returns the exit code."""
     parser = argparse.ArgumentParser(prog="docpipe ui", description="The docpipe contract workbench (Gradio).")
@@ -321,28 +355,20 @@ def main(argv: list[str] | None = None) -> int:
         auth = parse_login(args.auth or os.environ.get(UI_AUTH_ENV), option="--auth")
     except ConfigError as exc:
         raise SystemExit(str(exc)) from None
-    if not is_loopback(args.host) and auth is None:
-        logger.warning("serving on %s without --auth: anyone who can reach this address can upload and ask", args.host)
     try:
         dp = default_docpipe(args.preset, max_pages=args.max_pages)
     except DocpipeError as exc:
         print(f"docpipe ui: {exc}", file=sys.stderr)
         return 1
-    access = WorkbenchAccess(dp, auth)
-    demo = build_app(
+    serve_workbench(
         dp,
+        auth,
+        host=args.host,
+        port=args.port,
         max_upload_mb=args.max_upload_mb,
         max_pages=args.max_pages,
         concurrency=args.concurrency,
         max_queue=args.max_queue,
-        access=access,
-    )
-    demo.launch(
-        server_name=args.host,
-        server_port=args.port,
-        auth=access.auth(),
-        max_threads=max(40, args.concurrency + 8),
-        **launch_kwargs(max_upload_mb=args.max_upload_mb, store_root=dp.store.root),
     )
     return 0
 

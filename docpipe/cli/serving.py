@@ -19,7 +19,7 @@ logger = logging.getLogger("docpipe.cli")
 def _cmd_ui(dp, args) -> int:
     """``docpipe ui``: the workbench over `dp` (its settings built from the options, as for every command),
     served by Gradio on ``--host``/``--port`` until interrupted."""
-    from docpipe.access.login import UI_AUTH_ENV, is_loopback, parse_login
+    from docpipe.access.login import UI_AUTH_ENV, parse_login
 
     if args.auth is not None and args.auth_file is not None:
         raise ConfigError("give the login once: --auth-file or --auth, not both")
@@ -35,30 +35,25 @@ def _cmd_ui(dp, args) -> int:
         login = read_secret_file(args.auth_file, what="login")
     auth = parse_login(login or os.environ.get(UI_AUTH_ENV), option="--auth")
     try:
-        from docpipe.ui.access import WorkbenchAccess
-        from docpipe.ui.app import build_app, launch_kwargs
+        from docpipe.ui.app import serve_workbench
     except ImportError as exc:
         raise DependencyError(f"the workbench needs Gradio: pip install 'docpipe-contracts[ui]' ({exc})") from None
-    if not is_loopback(args.host) and auth is None:
-        logger.warning("serving on %s without --auth: anyone who can reach this address can upload and ask", args.host)
-    access = WorkbenchAccess(dp, auth)
-    demo = build_app(
+    from docpipe.engine import resolve_backend
+
+    engine = dp.settings.engine
+    backend = resolve_backend(engine)  # as /v1/health says it: no model named when none answers
+    model = f", model {engine.model}" if backend in ("vllm", "openai") else ""
+    served = f", server {engine.url}" if engine.url else ""
+    print(f"docpipe ui: engine {backend}{model}{served}; store {dp.store.root}", file=sys.stderr)
+    serve_workbench(
         dp,
+        auth,
+        host=args.host,
+        port=args.port,
         max_upload_mb=args.max_upload_mb,
         max_pages=args.max_pages,
         concurrency=args.concurrency,
         max_queue=args.max_queue,
-        access=access,
-    )
-    engine = dp.settings.engine
-    served = f", server {engine.url}" if engine.url else ""
-    print(f"docpipe ui: engine {engine.backend}, model {engine.model}{served}; store {dp.store.root}", file=sys.stderr)
-    demo.launch(
-        server_name=args.host,
-        server_port=args.port,
-        auth=access.auth(),
-        max_threads=max(40, args.concurrency + 8),
-        **launch_kwargs(max_upload_mb=args.max_upload_mb, store_root=dp.store.root),
     )
     return 0
 
