@@ -83,7 +83,12 @@ def test_ray_ingestion_stores_what_local_ingestion_stores(both) -> None:
         assert doc_a.text == doc_b.text
         assert texts_a == texts_b
         assert vectors_a is not None and vectors_b is not None
-        np.testing.assert_allclose(vectors_a, vectors_b, atol=1e-4)
+        # The default backend (OpenVINO) computes in bfloat16 over padded, length-sorted batches: a passage's
+        # vector moves by up to ~6e-4 with the other texts of its batch, which differ between the executors
+        # (and between two local runs, as documents finish extraction in another order).
+        np.testing.assert_allclose(vectors_a, vectors_b, atol=2e-3)
+        cosines = np.sum(vectors_a * vectors_b, axis=1)  # unit vectors
+        assert cosines.min() > 0.9999, cosines.min()
     # The collection answers from Ray's store as from the local one.
     question = "Which law governs the agreement?"
     assert [h.section_id for h in remote.rank(remote.collection("room"), question)][:3] == [
