@@ -22,7 +22,9 @@ The tree::
     ├── BusyError                          every slot for the work is taken; try again later
     ├── DependencyError(ImportError)       an optional package is missing
     │   └── ModelFilesMismatchError        a packaged model or tokenizer file differs from the recorded SHA-256
-    └── StoreError(OSError)                the on-disk store cannot be written
+    ├── StoreError(OSError)                the on-disk store cannot be written
+    ├── StoreKeyError                      the store is sealed and its key is missing or another key
+    └── SealedDataError(ValueError)        a sealed file does not open under its own key: damaged or moved
 
 Context travels as keyword arguments (``path=``, ``page=``) and is kept on the exception as
 attributes, so callers can act on it without parsing the message.
@@ -51,7 +53,9 @@ __all__ = [
     "NoTextError",
     "NotAPDFError",
     "PasswordRequiredError",
+    "SealedDataError",
     "StoreError",
+    "StoreKeyError",
     "TooMuchTextError",
     "WrongPasswordError",
 ]
@@ -157,3 +161,14 @@ class ModelFilesMismatchError(DependencyError):
 
 class StoreError(DocpipeError, OSError):
     """The on-disk store cannot be read or written."""
+
+
+class StoreKeyError(DocpipeError):
+    """The store is encrypted at rest and the store key is missing, malformed or not the one that sealed it
+    (``key_id`` names the sealing key). Deliberately neither an OSError nor a ValueError: code that rebuilds
+    damaged store entries catches those, and a missing key must never be taken for damage."""
+
+
+class SealedDataError(DocpipeError, ValueError):
+    """A sealed store file does not open under the key that sealed it: it was changed, cut short or moved from
+    another place. Damage, which the store rebuilds like any damaged entry."""

@@ -18,13 +18,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from docpipe.access.store_key import store_sealer
 from docpipe.answer import core
 from docpipe.dataroom.handle import AddProgress, AddReport, Collection
 from docpipe.dataroom.mixin import CollectionMixin
 from docpipe.errors import ConfigError, InputError
 from docpipe.ingest.collections import Member
 from docpipe.ingest.slots import ExtractionSlots
-from docpipe.ingest.store import Store, atomic_write, sha256_hex
+from docpipe.ingest.store import Store, sha256_hex
 from docpipe.retrieve import build
 from docpipe.retrieve.build import BatchProgress, Source
 from docpipe.retrieve.collection import CollectionIndex
@@ -75,7 +76,7 @@ class DocPipe(CollectionMixin, ReviewMixin):
         engine: Engine | None = None,
     ) -> None:
         self.settings = settings if settings is not None else load_settings()
-        self.store = Store(self.settings.store_root())
+        self.store = Store(self.settings.store_root(), sealer=store_sealer(self.settings))
         self._embedder = embedder
         self._loaded: OrderedDict[tuple[str, str], SearchIndex] = OrderedDict()
         self._engine: Engine | None | _Unset = _UNSET if engine is None else engine
@@ -390,7 +391,12 @@ class DocPipe(CollectionMixin, ReviewMixin):
                 from docpipe.answer.cache import open_cache
 
                 settings = self.settings
-                self._cache = open_cache(settings.cache_url, store_root=self.store.root, ttl_s=settings.cache_ttl_s)
+                cache = open_cache(settings.cache_url, store_root=self.store.root, ttl_s=settings.cache_ttl_s)
+                if self.store.sealer is not None:  # answers quote the contract: sealed like the store
+                    from docpipe.answer.cache.sealed import SealedCache
+
+                    cache = SealedCache(cache, self.store.sealer)
+                self._cache = cache
             return self._cache
 
     def ask(
@@ -512,12 +518,13 @@ class DocPipe(CollectionMixin, ReviewMixin):
         from docpipe.answer import extractive
 
         cache = index.sentence_cache
-        path = self.store.index_dir(index.doc.id, self.fingerprint) / SENTENCE_VECTORS
+        name = f"{self.store.index_dir(index.doc.id, self.fingerprint).name}/{SENTENCE_VECTORS}"
+        path = self.store.doc_dir(index.doc.id) / name
         if _SAVED not in cache:
             try:
-                extractive.load_vectors(path.read_bytes(), cache)
-            except FileNotFoundError:
-                pass
+                stored = self.store.read_file(index.doc.id, name)
+                if stored is not None:
+                    extractive.load_vectors(stored, cache)
             except (OSError, ValueError, KeyError) as exc:
                 logger.warning("ignoring unreadable %s (%s); its embeddings are made again", path, exc)
             cache[_SAVED] = extractive.stored_sections(cache)
@@ -525,7 +532,7 @@ class DocPipe(CollectionMixin, ReviewMixin):
         count = extractive.stored_sections(cache)
         if count > cache[_SAVED]:
             try:
-                atomic_write(path, extractive.dump_vectors(cache))
+                self.store.write_file(index.doc.id, name, extractive.dump_vectors(cache))
                 cache[_SAVED] = count
             except OSError as exc:
                 logger.warning("cannot store sentence embeddings at %s (%s)", path, exc)

@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -111,6 +111,19 @@ class Settings(BaseSettings):
         "From the environment: DOCPIPE_CACHE_URL (an argument wins over it).",
     )
     cache_ttl_s: float = Field(30 * 86400, gt=0, description="How long a cached answer stays valid, in seconds.")
+    store_key_file: Path | None = Field(
+        None,
+        description="Encryption at rest: a file (mode 600) holding the store key, 64 hex digits (docpipe keys "
+        "store-key --out FILE). Documents, indexes, cached answers and the server's records are then sealed "
+        "with AES-256-GCM. From the environment: DOCPIPE_STORE_KEY_FILE. See docs/encryption-at-rest.md.",
+    )
+    store_key: SecretStr | None = Field(
+        None,
+        # Never dumped: settings travel as JSON (Ray workers, config show), and a worker reads its own variable.
+        exclude=True,
+        description="Encryption at rest: the store key itself (64 hex digits or base64 of 32 bytes), for "
+        "deployments that pass secrets as variables: DOCPIPE_STORE_KEY. Set this or store_key_file, not both.",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -179,7 +192,9 @@ class Settings(BaseSettings):
 
     def settings_fingerprint(self) -> str:
         """Returns a short hash of every setting that can change an answer or a report (not paths or secrets)."""
-        data = self.model_dump(mode="json", exclude={"home", "cache_url", "cache_ttl_s", "ray"})
+        # The store key seals files at rest; it never changes an answer.
+        exclude = {"home", "cache_url", "cache_ttl_s", "ray", "store_key_file"}
+        data = self.model_dump(mode="json", exclude=exclude)
         data["engine"].pop("api_key", None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from docpipe.access.store_key import store_sealer
 from docpipe.dataroom.cluster import check_shared_store, connect
 from docpipe.dataroom.handle import AddProgress
 from docpipe.errors import DocpipeError
@@ -64,7 +65,7 @@ def _extract(
     out = {"i": row["i"], "label": row["label"], "kind": "failed", "doc_id": "", "error": "", "payload": b""}
     try:
         settings = _worker_settings(settings_json)
-        store = Store(Path(row["store"]))
+        store = Store(Path(row["store"]), sealer=store_sealer(settings))
         source: Source = row["data"] if row["data"] else row["path"]
         data, label = build.read_source(source, row["label"])
         out["label"] = label
@@ -102,7 +103,7 @@ class _Embed:
         self.settings = _worker_settings(settings_json)
         self.embedder = _worker_embedder(settings_json)
         self.fingerprint = fingerprint
-        self.store = Store(Path(store_root))
+        self.store = Store(Path(store_root), sealer=store_sealer(self.settings))
 
     def __call__(self, batch: pd.DataFrame) -> pd.DataFrame:
         todo = [i for i, kind in enumerate(batch["kind"]) if kind == "prepared"]
@@ -155,8 +156,8 @@ def ingest_on_ray(
     root = settings.store_root().expanduser().resolve()
     ray = connect(settings.ray.address, num_cpus=settings.ray.num_cpus)
     check_shared_store(ray, root)
-    store = Store(root)
-    settings_json = settings.model_dump_json()
+    store = Store(root, sealer=store_sealer(settings))
+    settings_json = settings.model_dump_json()  # without the store key: each worker reads its own
     items: list[dict[str, Any]] = []
     for i, (source, label) in enumerate(files):
         items.append(

@@ -9,7 +9,11 @@ Layout::
     <home>/docs/<doc id>/index-<fingerprint>/{manifest.json, document.json, passages.json, dense.faiss}
 
 The store holds contract text, so it is private to its owner: the root and every folder docpipe creates are
-0700, every file 0600, whatever the umask. A document is deleted by renaming its folder to a tombstone
+0700, every file 0600, whatever the umask. With a store key (`docpipe.ingest.sealing`), every file the store
+writes of a document (source, extraction records, index files and their manifests) is also sealed with
+AES-256-GCM, bound to its place; files written before the key was set stay readable, and `seal_plain_files`
+seals them. An index manifest's checksums are of the bytes on disk (ciphertext when sealed): damage is found
+before any key is needed, and no hash of a document's text is left beside it for a guess to be checked against. A document is deleted by renaming its folder to a tombstone
 (``docs/.<doc id>.deleted-<random>``) and then removing that, so a reader sees the whole folder or none.
 """
 
@@ -28,7 +32,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from docpipe.errors import StoreError
+from docpipe.errors import StoreError, StoreKeyError
+from docpipe.ingest.sealing import Sealer, is_sealed, open_blob, seal_blob
 
 __all__ = ["Store", "atomic_write", "make_private_dir", "private_umask", "sha256_hex", "tighten_mode"]
 
@@ -112,13 +117,16 @@ def atomic_write(path: Path, data: bytes) -> None:
 class Store:
     """Returns and keeps extracted pages and indexes by content hash under `root`.
 
+    `sealer` (None: no key) seals what the store writes and opens what it reads; see the module docstring.
+
     >>> import tempfile; store = Store(Path(tempfile.mkdtemp()))
     >>> store.load_index("0" * 64, "f" * 16) is None
     True
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, sealer: Sealer | None = None) -> None:
         self.root = Path(root)
+        self.sealer = sealer
         try:
             make_private_dir(self.root / "docs")
             for folder in (self.root, self.root / "docs"):
@@ -141,6 +149,23 @@ class Store:
 
     def doc_dir(self, doc_id: str) -> Path:
         return self.root / "docs" / doc_id
+
+    # -- sealed files ----------------------------------------------------------------------
+    # Every file of a document goes through these two: sealed for its place ``docs/<id>/<name>`` when the
+    # store has a key, plain otherwise; a plain file reads back with or without a key.
+    def write_file(self, doc_id: str, name: str, data: bytes) -> None:
+        """Writes `data` atomically as `name` (e.g. ``index-<fingerprint>/sentences.npz``) in the document's
+        folder, sealed when the store has a key."""
+        atomic_write(self.doc_dir(doc_id) / name, seal_blob(data, _where(doc_id, name), self.sealer))
+
+    def read_file(self, doc_id: str, name: str) -> bytes | None:
+        """Returns the plain bytes of `name` in the document's folder, or None when it is absent. StoreKeyError
+        when it is sealed and the key is missing or another; SealedDataError (a ValueError) when damaged."""
+        try:
+            blob = (self.doc_dir(doc_id) / name).read_bytes()
+        except FileNotFoundError:
+            return None
+        return open_blob(blob, _where(doc_id, name), self.sealer)
 
     # -- listing and deletion --------------------------------------------------------------
     def document_ids(self) -> list[str]:
@@ -186,25 +211,31 @@ class Store:
         """Keeps the PDF's bytes under its id, replacing a stored copy that no longer matches its hash."""
         path = self.doc_dir(doc_id) / "source.pdf"
         try:
-            if sha256_hex(path.read_bytes()) == doc_id:
-                return
-            logger.warning("stored source %s is damaged; replacing it", path)
+            blob = path.read_bytes()
+            if sha256_hex(open_blob(blob, _where(doc_id, "source.pdf"), self.sealer)) == doc_id:
+                if self.sealer is None or is_sealed(blob):
+                    return
+                # A copy stored before the key was set: sealed now that the document is touched.
+            else:
+                logger.warning("stored source %s is damaged; replacing it", path)
         except FileNotFoundError:
             pass
-        atomic_write(path, data)
+        except ValueError as exc:  # SealedDataError: damaged under the right key (another key raises)
+            logger.warning("stored source %s is damaged (%s); replacing it", path, exc)
+        self.write_file(doc_id, "source.pdf", data)
 
     def load_source(self, doc_id: str) -> bytes | None:
         """Returns the stored PDF bytes, or None when absent or not matching the id."""
         try:
-            data = (self.doc_dir(doc_id) / "source.pdf").read_bytes()
-        except FileNotFoundError:
+            data = self.read_file(doc_id, "source.pdf")
+        except ValueError:  # SealedDataError: damaged
             return None
-        return data if sha256_hex(data) == doc_id else None
+        return data if data is not None and sha256_hex(data) == doc_id else None
 
     def load_extraction(self, doc_id: str, extractor: str) -> dict[str, Any] | None:
         """Returns the stored extraction record, or None when absent or damaged."""
         path = self.doc_dir(doc_id) / f"extract-{extractor}.json"
-        record = self._read_json(path)
+        record = self._read_json(path, _where(doc_id, path.name))
         if record is None:
             return None
         body = json.dumps(record.get("pages"), sort_keys=True).encode()
@@ -221,7 +252,7 @@ class Store:
     def save_extraction(self, doc_id: str, extractor: str, record: dict[str, Any]) -> None:
         body = json.dumps(record["pages"], sort_keys=True).encode()
         record = {**record, "format": _FORMAT, "checksum": sha256_hex(body)}
-        atomic_write(self.doc_dir(doc_id) / f"extract-{extractor}.json", json.dumps(record).encode())
+        self.write_file(doc_id, f"extract-{extractor}.json", json.dumps(record).encode())
 
     # -- index entries ---------------------------------------------------------------------
     def index_dir(self, doc_id: str, fingerprint: str) -> Path:
@@ -230,7 +261,7 @@ class Store:
     def load_index(self, doc_id: str, fingerprint: str) -> dict[str, bytes] | None:
         """Returns the files of a stored index entry, or None when absent or damaged (then it is removed)."""
         folder = self.index_dir(doc_id, fingerprint)
-        manifest = self._read_json(folder / "manifest.json")
+        manifest = self._read_json(folder / "manifest.json", _where(doc_id, folder.name, "manifest.json"))
         if manifest is None:
             if folder.exists():
                 logger.warning("index entry %s has no readable manifest; rebuilding it", folder)
@@ -242,9 +273,9 @@ class Store:
                 raise ValueError("manifest lists no files")
             for name, digest in manifest["files"].items():
                 data = (folder / name).read_bytes()
-                if sha256_hex(data) != digest:
+                if sha256_hex(data) != digest:  # of the bytes on disk: sealed or plain
                     raise ValueError(f"checksum mismatch in {name}")
-                files[name] = data
+                files[name] = open_blob(data, _where(doc_id, folder.name, name), self.sealer)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             logger.warning("index entry %s is damaged (%s); rebuilding it", folder, exc)
             shutil.rmtree(folder, ignore_errors=True)
@@ -257,10 +288,14 @@ class Store:
         make_private_dir(folder.parent)
         tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
         try:
-            for name, data in files.items():
+            stored = {n: seal_blob(d, _where(doc_id, folder.name, n), self.sealer) for n, d in files.items()}
+            for name, data in stored.items():
                 _write_private(tmp / name, data)
-            manifest = {"format": _FORMAT, **meta, "files": {n: sha256_hex(d) for n, d in files.items()}}
-            _write_private(tmp / "manifest.json", json.dumps(manifest, indent=1).encode())
+            manifest = {"format": _FORMAT, **meta, "files": {n: sha256_hex(d) for n, d in stored.items()}}
+            body = json.dumps(manifest, indent=1).encode()
+            _write_private(
+                tmp / "manifest.json", seal_blob(body, _where(doc_id, folder.name, "manifest.json"), self.sealer)
+            )
             if folder.exists():
                 if self.load_index(doc_id, fingerprint) is not None:
                     # Another process published the same content first: keep it, so a reader that has
@@ -275,10 +310,11 @@ class Store:
                 return  # a concurrent writer published the same content first
             raise StoreError(f"cannot write the index to {folder}: {exc}", path=str(folder)) from exc
 
-    @staticmethod
-    def _read_json(path: Path) -> dict[str, Any] | None:
+    def _read_json(self, path: Path, where: str) -> dict[str, Any] | None:
+        """Returns the JSON object in `path`, or None when absent or damaged (then it is removed). A sealed
+        file without its key raises StoreKeyError, which is never damage: nothing is removed."""
         try:
-            data = json.loads(path.read_bytes())
+            data = json.loads(open_blob(path.read_bytes(), where, self.sealer))
             if not isinstance(data, dict):
                 raise ValueError(f"expected a JSON object, found {type(data).__name__}")
             return data
@@ -289,9 +325,73 @@ class Store:
             path.unlink(missing_ok=True)
             return None
 
+    # -- sealing a store made before the key --------------------------------------------------
+    def seal_plain_files(self) -> int:
+        """Returns how many plain files of the store's documents it sealed with the store's key (sources,
+        extractions, index files and manifests, sentence vectors); sealed files are left as they are. Run it
+        while nothing else writes the store: an index entry is rewritten file by file, manifest last."""
+        if self.sealer is None:
+            raise StoreKeyError(
+                "no store key is set, so there is nothing to seal with: make one (docpipe keys store-key --out "
+                "FILE) and set DOCPIPE_STORE_KEY_FILE to it"
+            )
+        sealed = 0
+        for doc_id in self.document_ids():
+            for path in sorted(self.doc_dir(doc_id).iterdir()):
+                if path.name.startswith("."):
+                    continue  # a temp file or folder of a write in progress
+                if path.is_dir() and path.name.startswith("index-"):
+                    sealed += self._seal_index(doc_id, path)
+                elif path.is_file():
+                    sealed += self._seal_file(doc_id, path.name)
+        return sealed
+
+    def _seal_file(self, doc_id: str, name: str) -> int:
+        data = self.read_file(doc_id, name)
+        if data is None or is_sealed((self.doc_dir(doc_id) / name).read_bytes()):
+            return 0
+        self.write_file(doc_id, name, data)
+        return 1
+
+    def _seal_index(self, doc_id: str, folder: Path) -> int:
+        try:
+            raw = (folder / "manifest.json").read_bytes()
+        except FileNotFoundError:
+            return 0
+        files = self.load_index(doc_id, folder.name.removeprefix("index-"))
+        manifest = self._read_json(folder / "manifest.json", _where(doc_id, folder.name, "manifest.json"))
+        if files is None or manifest is None:
+            return 0  # damaged: load_index removed it, and the next ingestion rebuilds it sealed
+        sealed = 0
+        digests = dict(manifest["files"])
+        for name, data in files.items():
+            if not is_sealed((folder / name).read_bytes()):
+                blob = seal_blob(data, _where(doc_id, folder.name, name), self.sealer)
+                atomic_write(folder / name, blob)
+                digests[name] = sha256_hex(blob)
+                sealed += 1
+        if sealed or not is_sealed(raw):
+            body = json.dumps({**manifest, "files": digests}, indent=1).encode()
+            self.write_file(doc_id, f"{folder.name}/manifest.json", body)
+            sealed += 0 if is_sealed(raw) else 1
+        for path in sorted(folder.iterdir()):  # files kept beside the entry (sentence vectors)
+            if (
+                path.is_file()
+                and not path.name.startswith(".")
+                and path.name not in files
+                and path.name != "manifest.json"
+            ):
+                sealed += self._seal_file(doc_id, f"{folder.name}/{path.name}")
+        return sealed
+
     def drop_index(self, doc_id: str, fingerprint: str) -> None:
         """Removes an index entry (used when its content turns out unreadable)."""
         shutil.rmtree(self.index_dir(doc_id, fingerprint), ignore_errors=True)
+
+
+def _where(doc_id: str, *names: str) -> str:
+    """Returns the place a sealed file is bound to: its path under the store root, in POSIX form."""
+    return "/".join(("docs", doc_id, *names))
 
 
 def _rmtree(path: Path) -> None:
