@@ -5,8 +5,12 @@ The server's DELETE routes, its retention sweep and ``docpipe rm`` all go throug
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +66,36 @@ class Housekeeper:
         # Review jobs: their grids quote the documents. A server passes its runner (unfinished jobs are
         # cancelled first); `docpipe rm` deletes the records.
         self.jobs: JobRunner | JobStore = jobs or JobStore(dp.store.root / "jobs")
+        # Uploads under way in this process, by document id, and whether the store lacked the document when
+        # the first of them started.
+        self._uploading: Counter[str] = Counter()
+        self._fresh: dict[str, bool] = {}
+        self._upload_lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def upload(self, doc_id: str) -> Iterator[None]:
+        """Runs an upload's ingestion and matter record. When they fail, what the upload left in the store goes
+        (the PDF and its text are kept before the index, which a full disk can refuse), unless the store held
+        the document before, a matter holds it, or another upload of it is still under way here: otherwise the
+        contract would stay on disk where neither a DELETE (no matter holds it) nor the sweep reaches it."""
+        with self._upload_lock:
+            if not self._uploading[doc_id]:
+                self._fresh[doc_id] = not self.dp.store.doc_dir(doc_id).exists()
+            self._uploading[doc_id] += 1
+        failed = False
+        try:
+            yield
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            with self._upload_lock:
+                self._uploading[doc_id] -= 1
+                if not self._uploading[doc_id]:
+                    del self._uploading[doc_id]
+                    fresh = self._fresh.pop(doc_id)
+                    if failed and fresh and not self.matters.holders(doc_id) and self.dp.store.delete_document(doc_id):
+                        logger.info("removed what a failed upload of %s left in the store", doc_id[:12])
 
     def _settle(self, doc_id: str) -> Removed:
         if self.matters.holders(doc_id):

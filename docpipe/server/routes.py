@@ -360,16 +360,22 @@ def _install_routes(app: FastAPI) -> None:
                 # A user's uploads take at most all but one extraction slot: slow ones cannot lock others out.
                 owner = who.user if _is_key(who) else None
                 display = clean_upload_name(label)
-                doc = await run_in_threadpool(dp.ingest, spool, password=password or None, name=display, owner=owner)
-                record = matters.add(
-                    who.matter,
-                    doc.id,
-                    name=display,
-                    user=who.user,
-                    key_id=who.key_id,
-                    encrypted=doc.encrypted,
-                    grant=_is_key(who),
-                )
+
+                def ingest() -> tuple[Document, MatterDocument]:
+                    with housekeeper.upload(digest):  # a failed upload leaves nothing in the store
+                        doc = dp.ingest(spool, password=password or None, name=display, owner=owner)
+                        record = matters.add(
+                            who.matter,
+                            doc.id,
+                            name=display,
+                            user=who.user,
+                            key_id=who.key_id,
+                            encrypted=doc.encrypted,
+                            grant=_is_key(who),
+                        )
+                    return doc, record
+
+                doc, record = await run_in_threadpool(ingest)
         finally:
             os.unlink(spool)
         metrics.documents.inc()
