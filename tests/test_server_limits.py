@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from test_server import QUESTION, ask, assert_error, contract_pdf, upload
-from test_server_hardening import serving_options
+from test_server_hardening import SOCKET_S, connect, head, read_until_closed, serving_options
 
 pytestmark = pytest.mark.integration
 
@@ -81,3 +81,56 @@ def test_a_disk_full_mid_upload_is_507_leaves_nothing_half_written_and_recovers(
         assert answer.status_code == 200, answer.text
         assert answer.json()["answers"][0]["citations"], answer.json()
         assert _half_written(home) == []
+
+
+# -- limit_concurrency --------------------------------------------------------------------------------------------
+LIMIT = 4
+
+
+def test_requests_held_at_the_concurrency_limit_turn_others_away_at_once_until_released(tmp_path: Path) -> None:
+    """uvicorn counts the connection asking too: with LIMIT - 1 uploads in flight (each waiting for its body,
+    which the test holds back until the server asks for it with 100 Continue), the next request, /v1/health
+    included, is answered 503 at once, not queued. Releasing the bodies completes every held upload, and the
+    server serves again."""
+    home = tmp_path / "home"
+    with serving_options(home, limit_concurrency=LIMIT, body_timeout_s=300) as served:
+        bodies = [
+            contract_pdf(f"{n}. Fees. Customer pays invoice number {n} within thirty (30) days.")
+            for n in range(LIMIT - 1)
+        ]
+        held = []
+        try:
+            for number, body in enumerate(bodies):
+                sock = connect(served)
+                held.append(sock)
+                sock.sendall(
+                    f"POST /v1/documents?name=held-{number}.pdf HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    f"Content-Type: application/pdf\r\nContent-Length: {len(body)}\r\nExpect: 100-continue\r\n"
+                    "Connection: close\r\n\r\n".encode()
+                )
+                # The app is reading the body: this request holds its place until the test sends it.
+                assert sock.recv(4096).startswith(b"HTTP/1.1 100 Continue")
+            for request in (head(extra="Connection: close\r\n"), _raw_upload(bodies[0])):
+                with connect(served) as sock:
+                    sock.sendall(request)
+                    refused = read_until_closed(sock)
+                assert refused.startswith(b"HTTP/1.1 503"), refused[:200]
+            replies = []
+            for sock, body in zip(held, bodies, strict=True):
+                sock.sendall(body)
+                replies.append(read_until_closed(sock))
+        finally:
+            for sock in held:
+                sock.close()
+        assert all(reply.startswith(b"HTTP/1.1 200") for reply in replies), [r[:300] for r in replies]
+        assert httpx.get(f"{served.url}/v1/health", timeout=SOCKET_S).status_code == 200
+        listed = httpx.get(f"{served.url}/v1/documents", timeout=SOCKET_S).json()["documents"]
+        assert sorted(d["name"] for d in listed) == [f"held-{n}.pdf" for n in range(LIMIT - 1)]
+
+
+def _raw_upload(body: bytes) -> bytes:
+    return (
+        b"POST /v1/documents HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/pdf\r\n"
+        + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        + body
+    )
