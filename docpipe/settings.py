@@ -111,6 +111,13 @@ class Settings(BaseSettings):
         "From the environment: DOCPIPE_CACHE_URL (an argument wins over it).",
     )
     cache_ttl_s: float = Field(30 * 86400, gt=0, description="How long a cached answer stays valid, in seconds.")
+    audit_key_file: Path | None = Field(
+        None,
+        description="The access log's secret (64 hex digits, mode 600), which signs its lines and checkpoint and "
+        "keys its question hashes; made on first use. Default: <store>/access/audit.key. Put it where the "
+        "store's other writers cannot reach it. From the environment: DOCPIPE_AUDIT_KEY_FILE. See "
+        "docs/access-log.md.",
+    )
     store_key_file: Path | None = Field(
         None,
         description="Encryption at rest: a file (mode 600) holding the store key, 64 hex digits (docpipe keys "
@@ -193,7 +200,7 @@ class Settings(BaseSettings):
     def settings_fingerprint(self) -> str:
         """Returns a short hash of every setting that can change an answer or a report (not paths or secrets)."""
         # The store key seals files at rest; it never changes an answer.
-        exclude = {"home", "cache_url", "cache_ttl_s", "ray", "store_key_file"}
+        exclude = {"home", "cache_url", "cache_ttl_s", "ray", "store_key_file", "audit_key_file"}
         data = self.model_dump(mode="json", exclude=exclude)
         data["engine"].pop("api_key", None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
