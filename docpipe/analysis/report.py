@@ -9,14 +9,13 @@ makes the reports.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from docpipe.audit import AuditManifest
+from docpipe.sheets import csv_text
 from docpipe.types import Citation, Hit
 
 __all__ = ["STATUS_LABELS", "CategoryFinding", "ContractReport", "Status"]
@@ -165,12 +164,9 @@ class ContractReport:
         ]
 
     def to_csv(self) -> str:
-        """Returns the rows as CSV with a header line."""
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=["category", "status", "clause", "pages", "note"], lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(self.rows())
-        return out.getvalue()
+        """Returns the rows as CSV with a header line, every field through `docpipe.sheets.cell_text`: a clause
+        that starts like a formula is text, never something a spreadsheet computes."""
+        return csv_text(["category", "status", "clause", "pages", "note"], self.rows(), lineterminator="\n")
 
     def to_markdown(self) -> str:
         """Returns a reviewer's table in Markdown, with how the report was made underneath."""

@@ -11,13 +11,12 @@ fills the grids.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from docpipe.sheets import csv_text
 from docpipe.types import Citation
 
 __all__ = ["CELL_LABELS", "CELL_STATUSES", "Cell", "Column", "ReviewGrid", "ReviewManifest", "Row", "verified_label"]
@@ -262,13 +261,13 @@ class ReviewGrid:
 
     def to_csv(self) -> str:
         """Returns the grid as CSV: one row per document (its name and id), one column per question, each cell
-        as a table shows it (status, short answer, pages). `citations_csv` has the quotes."""
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(["document", "document_id", *(c.key for c in self.columns)])
-        for row, cells in zip(self.rows, self.cells):
-            writer.writerow([_safe(row.name), row.document_id, *(_safe(cell.text) for cell in cells)])
-        return out.getvalue()
+        as a table shows it (status, short answer, pages). `citations_csv` has the quotes. Every field, the
+        header's questions included, goes through `docpipe.sheets.cell_text` (no formula-led cell)."""
+        header = ["document", "document_id", *(c.key for c in self.columns)]
+        rows = (
+            [row.name, row.document_id, *(cell.text for cell in cells)] for row, cells in zip(self.rows, self.cells)
+        )
+        return csv_text(header, rows)
 
     def citation_rows(self) -> list[dict[str, str]]:
         """Returns one row per quote of every cell (document, question, status, quote, pages, section, verified),
@@ -299,14 +298,9 @@ class ReviewGrid:
         return rows
 
     def citations_csv(self) -> str:
-        """Returns `citation_rows` as CSV."""
-        out = io.StringIO()
+        """Returns `citation_rows` as CSV, every field through `docpipe.sheets.cell_text`."""
         fields = ["document", "document_id", "question", "status", "answer", "quote", "pages", "section"]
-        writer = csv.DictWriter(out, fieldnames=[*fields, "verified", "note"])
-        writer.writeheader()
-        for row in self.citation_rows():
-            writer.writerow({k: _safe(v) for k, v in row.items()})
-        return out.getvalue()
+        return csv_text([*fields, "verified", "note"], self.citation_rows())
 
     def to_markdown(self) -> str:
         """Returns the grid as a Markdown table, then the failures, for a reviewer."""
@@ -346,9 +340,3 @@ def verified_label(quote: Citation) -> str:
 
 def _md(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
-
-
-def _safe(text: str) -> str:
-    """Returns `text` for a spreadsheet cell: a leading =, +, - or @ would make a formula of contract text
-    (CSV injection), so it is prefixed with a quote mark."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text

@@ -6,17 +6,20 @@
   note), and one row for a cell without quotes, so every cell is accounted for.
 - Sheet "Manifest": the grid's provenance (engine, model, settings, which cells came from the cache).
 
-Contract text that starts like a formula ("=...") is stored as a string, never as a formula.
+Every cell of every sheet, the header rows included, is written by `docpipe.sheets.append_row`: a string
+cell, never a formula, and text that starts like one (a question "=HYPERLINK(...)", a document name, a quote)
+keeps its characters with Excel's quote-prefix mark. Sheet titles go through `docpipe.sheets.sheet_title`.
 """
 
 from __future__ import annotations
 
 import io
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from docpipe.errors import DependencyError
 from docpipe.review.grid import verified_label
+from docpipe.sheets import append_row, sheet_title
 
 if TYPE_CHECKING:
     from docpipe.review.grid import ReviewGrid
@@ -46,13 +49,13 @@ def grid_workbook(grid: ReviewGrid) -> bytes:
 
     book = Workbook()
     sheet = book.active
-    sheet.title = "Review"
-    citations = book.create_sheet("Citations")
-    manifest = book.create_sheet("Manifest")
+    sheet.title = sheet_title("Review")
+    citations = book.create_sheet(sheet_title("Citations"))
+    manifest = book.create_sheet(sheet_title("Manifest"))
     bold = Font(bold=True)
     link = Font(color="0563C1", underline="single")
 
-    citations.append([f.capitalize() for f in _CITATION_FIELDS])
+    append_row(citations, [f.capitalize() for f in _CITATION_FIELDS])
     first_row: dict[tuple[int, int], int] = {}
     for r, (row, cells) in enumerate(zip(grid.rows, grid.cells)):
         for c, (column, cell) in enumerate(zip(grid.columns, cells)):
@@ -70,26 +73,24 @@ def grid_workbook(grid: ReviewGrid) -> bytes:
                     verified_label(quote) if quote else "",
                     cell.note,
                 ]
-                citations.append([_text(v) for v in values])
-                _no_formulas(citations)
+                append_row(citations, values)
     for cell in citations[1]:
         cell.font = bold
     citations.freeze_panes = "A2"
 
-    sheet.append(["Document", "Document ID", *(c.key for c in grid.columns)])
+    append_row(sheet, ["Document", "Document ID", *(c.key for c in grid.columns)])
     for cell in sheet[1]:
         cell.font = bold
         cell.alignment = Alignment(wrap_text=True, vertical="top")
     for r, (row, cells) in enumerate(zip(grid.rows, grid.cells)):
-        sheet.append([_text(row.name), row.document_id, *(_text(cell.text) for cell in cells)])
-        _no_formulas(sheet)
-        excel_row = sheet.max_row
+        excel_row = append_row(sheet, [row.name, row.document_id, *(cell.text for cell in cells)])
         for c, cell in enumerate(cells):
             target = sheet.cell(row=excel_row, column=c + 3)
             target.fill = PatternFill("solid", fgColor=_FILLS[cell.status])
             target.alignment = Alignment(wrap_text=True, vertical="top")
             # An internal link (a location, not a URL): Excel and LibreOffice jump to the cell's citations.
-            target.hyperlink = Hyperlink(ref=target.coordinate, location=f"'Citations'!A{first_row[(r, c)]}")
+            where = f"'{citations.title}'!A{first_row[(r, c)]}"
+            target.hyperlink = Hyperlink(ref=target.coordinate, location=where)
             target.font = link
     sheet.freeze_panes = "C2"
     sheet.column_dimensions["A"].width = 40
@@ -98,28 +99,12 @@ def grid_workbook(grid: ReviewGrid) -> bytes:
         sheet.column_dimensions[sheet.cell(row=1, column=c + 3).column_letter].width = 28
 
     summary = grid.summary()
-    manifest.append(["Field", "Value"])
+    append_row(manifest, ["Field", "Value"])
     for key, value in [*grid.manifest.to_dict().items(), *(("summary." + k, v) for k, v in summary.items())]:
-        manifest.append([key, _text(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))])
-        _no_formulas(manifest)
+        append_row(manifest, [key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)])
     for cell in manifest[1]:
         cell.font = bold
 
     out = io.BytesIO()
     book.save(out)
     return out.getvalue()
-
-
-def _text(value: Any) -> Any:
-    """Returns `value` for a cell, without the control characters XML cannot hold."""
-    if isinstance(value, str):
-        return "".join(ch for ch in value if ch in "\t\n" or ord(ch) >= 32)
-    return value
-
-
-def _no_formulas(sheet: Any) -> None:
-    """Makes every cell of the sheet's last row that openpyxl took for a formula (text starting with "=") a
-    plain string: contract text and document names are data, never something Excel computes."""
-    for cell in sheet[sheet.max_row]:
-        if cell.data_type == "f":
-            cell.data_type = "s"
