@@ -6,15 +6,22 @@ open and then releases."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import resource
 import signal
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from test_server import QUESTION, ask, assert_error, contract_pdf, upload
+from test_server import QUESTION, ask, assert_error, contract_pdf, serving, upload
+from test_server_collections import contract
 from test_server_hardening import SOCKET_S, connect, head, read_until_closed, serving_options
+from test_server_matters import docpipe_cli, new_key
+from test_server_review import Client as ReviewClient
 
 pytestmark = pytest.mark.integration
 
@@ -134,3 +141,123 @@ def _raw_upload(body: bytes) -> bytes:
         + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
         + body
     )
+
+
+# -- deletion and retention: nothing of a document left in any file -----------------------------------------------
+LAW = "Which law governs the agreement?"
+
+
+def _contract(party: str) -> bytes:
+    """Returns a short contract whose party and governing law are named `party`, the phrase searched for later."""
+    return contract(f"{party} Supply Agreement", party, "ninety (90)", f"the {party} Islands")
+
+
+class Client(ReviewClient):
+    def upload(self, data: bytes, name: str) -> str:
+        response = self.post(
+            "/v1/documents", params={"name": name}, content=data, headers={"Content-Type": "application/pdf"}
+        )
+        assert response.status_code == 200, response.text
+        return str(response.json()["id"])
+
+
+def _client(world: dict, user: str, matter: str) -> Client:
+    return Client(world["served"], world["keys"][user], matter)
+
+
+def _use(c: Client, docs: dict[str, bytes], room: str) -> dict[str, dict[str, str]]:
+    """Uploads `docs` (name -> PDF) and leaves every trace using them leaves: per document an answer and a
+    report (stored, and cached), then a collection `room` holding them all and its review grid, run to the end
+    (its cells in the cell cache). Returns, per name, the document's id and its answer's and report's ids,
+    and the job's id under "job"."""
+    made: dict[str, dict[str, str]] = {}
+    for name, data in docs.items():
+        doc_id = c.upload(data, name)
+        answer = c.post(f"/v1/documents/{doc_id}/ask", json={"question": LAW})
+        assert answer.status_code == 200, answer.text
+        report = c.post(f"/v1/documents/{doc_id}/analyze", json={"categories": ["Governing Law"], "mode": "no_think"})
+        assert report.status_code == 200, report.text
+        made[name] = {"id": doc_id, "answer": answer.json()["answers"][0]["id"], "report": report.json()["id"]}
+    assert c.post("/v1/collections", json={"name": room}).status_code in (200, 201)
+    added = c.post(f"/v1/collections/{room}/documents", json={"ids": [d["id"] for d in made.values()]})
+    assert added.status_code == 200 and not added.json()["failed"], added.text
+    started = c.review(room, questions=[LAW], mode="no_think")
+    assert started.status_code == 202, started.text
+    job = c.wait(started.json()["id"])
+    assert job["state"] == "done", job
+    made["job"] = {"id": job["id"]}
+    return made
+
+
+def _files_holding(home: Path, *needles: str) -> list[str]:
+    """Returns every file under the store, but the access log's, that holds one of `needles` in its name or
+    its bytes (SQLite's WAL is first copied into the database, as a later connection would)."""
+    with contextlib.closing(sqlite3.connect(home / "answers.sqlite")) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    found = []
+    for path in sorted(home.rglob("*")):
+        where = str(path.relative_to(home))
+        if where.startswith("audit"):
+            continue
+        content = path.read_bytes() if path.is_file() else b""
+        if any(n in where or n.encode() in content for n in needles):
+            found.append(where)
+    return found
+
+
+def _places(files: list[str]) -> set[str]:
+    """Returns the kinds of place files are in: the store's top folder and, under serve/, the record kind."""
+    return {"/".join(f.split("/")[:2]) if f.startswith("serve/") else f.split("/")[0] for f in files}
+
+
+def _access_log(home: Path) -> str:
+    return (home / "audit" / "access.log").read_text()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Returns a served store with per-user keys: frank writes in deal-r1 and deal-r2; in deal-m carol reads,
+    dan writes and erin is the admin; dan and erin also write in deal-keep, erin in deal-cli."""
+    home = tmp_path_factory.mktemp("limits") / "home"
+    home.mkdir()
+    keys = {
+        "frank": new_key(home, "frank", "deal-r1:write", "deal-r2:write"),
+        "carol": new_key(home, "carol", "deal-m:read"),
+        "dan": new_key(home, "dan", "deal-m:write", "deal-keep:write"),
+        "erin": new_key(home, "erin", "deal-m:admin", "deal-keep:write", "deal-cli:write"),
+    }
+    with serving(home, "--engine", "echo", "--no-ui", token=None) as served:
+        yield {"served": served, "home": home, "keys": keys}
+
+
+def test_docpipe_rm_of_a_file_leaves_nothing_of_it_in_any_matter_or_file(world: dict, tmp_path: Path) -> None:
+    home: Path = world["home"]
+    r1, r2 = _client(world, "frank", "deal-r1"), _client(world, "frank", "deal-r2")
+    gone_pdf = tmp_path / "quillfeather.pdf"
+    gone_pdf.write_bytes(_contract("Quillfeather"))
+    first = _use(r1, {"quillfeather.pdf": gone_pdf.read_bytes(), "tamarind.pdf": _contract("Tamarind")}, "room-1")
+    second = _use(r2, {"copy.pdf": gone_pdf.read_bytes()}, "room-2")
+    gone, kept = first["quillfeather.pdf"], first["tamarind.pdf"]
+    before = _files_holding(home, gone["id"], "Quillfeather")
+    assert {"docs", "matters", "serve/answers", "serve/reports", "jobs", "answers.sqlite"} <= _places(before), before
+
+    # As from an operator's shell: docpipe rm runs with its default settings, not the server's test preset,
+    # so the server's collection indexes are built with an embedder the command does not use.
+    removed = docpipe_cli(home, "rm", str(gone_pdf), "--json")
+    assert removed.returncode == 0, removed.stderr
+    assert json.loads(removed.stdout)["purged"] == 1, removed.stdout
+    assert _files_holding(home, gone["id"], "Quillfeather") == []
+    # Nothing of it is served in either matter; the access log keeps its entries, not its text.
+    for c, ids in ((r1, gone), (r2, second["copy.pdf"])):
+        assert_error(c.get(f"/v1/documents/{gone['id']}"), 404, "not_found")
+        assert_error(c.get(f"/v1/answers/{ids['answer']}"), 404, "not_found")
+        assert_error(c.get(f"/v1/reports/{ids['report']}"), 404, "not_found")
+    for job in (first["job"], second["job"]):
+        assert_error(r1.get(f"/v1/jobs/{job['id']}"), 404, "not_found")
+    assert gone["id"] in _access_log(home) and "Quillfeather" not in _access_log(home)
+    # The other document, in the same matter and collection, stays whole.
+    assert [d["id"] for d in r1.get("/v1/documents").json()["documents"]] == [kept["id"]]
+    assert r1.get(f"/v1/answers/{kept['answer']}").status_code == 200
+    assert [d["id"] for d in r1.get("/v1/collections/room-1").json()["documents"]] == [kept["id"]]
+    assert r1.post(f"/v1/documents/{kept['id']}/ask", json={"question": LAW}).status_code == 200
+    assert "docs" in _places(_files_holding(home, kept["id"], "Tamarind"))

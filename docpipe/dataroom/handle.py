@@ -5,6 +5,7 @@ reports (`AddReport`, `AddProgress`) and how files and folders become the docume
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -287,7 +288,17 @@ class Collection:
         removed = self._records.remove(self.name, [member.id])
         if removed:
             self._dp._collection_index(self)
+            self._drop_other_indexes()
         return bool(removed)
+
+    def _drop_other_indexes(self) -> None:
+        """The collection's indexes built under other settings (a server's embedder, when `docpipe rm` runs
+        with another) still hold the card, text included, of a member that left: they go, and whoever uses
+        one next builds it again from the members' stored vectors."""
+        current = f"index-{self._dp.fingerprint}"
+        for folder in self._records.folder(self.name).glob("index-*"):
+            if folder.name != current and folder.is_dir():
+                shutil.rmtree(folder, ignore_errors=True)
 
     def delete(self) -> bool:
         """Deletes the collection (its documents stay in the store); returns False when it did not exist."""
