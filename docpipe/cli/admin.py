@@ -17,6 +17,8 @@ def _cmd_keys(dp, args) -> int:
 
     from docpipe.access.keys import KeyStore, parse_grants
 
+    if args.keys_command in ("store-key", "seal-store"):
+        return _store_key(dp, args)
     keys = KeyStore(dp.store.root)
     if args.keys_command == "create":
         secret, key = keys.create(args.user, parse_grants(args.grants), note=args.note)
@@ -47,6 +49,24 @@ def _cmd_keys(dp, args) -> int:
         grants = ", ".join(f"{m}:{r}" for m, r in key.grants.items())
         note = f"  {key.note}" if key.note else ""
         print(f"{key.key_id}  {state:8} {key.user:16} {grants}  (created {made} UTC){note}")
+    return 0
+
+
+def _store_key(dp, args) -> int:
+    """Encryption at rest (docs/encryption-at-rest.md): a new key file, or the store's plain files sealed."""
+    if args.keys_command == "store-key":
+        from docpipe.access.store_key import write_store_key
+
+        key_id = write_store_key(args.out)
+        print(
+            f"store key {key_id} written to {args.out} (mode 600): set DOCPIPE_STORE_KEY_FILE={args.out}, then "
+            "docpipe keys seal-store seals what the store already holds. Back it up: without it the sealed "
+            "store cannot be read",
+            file=sys.stderr,
+        )
+        return 0
+    sealed = dp.store.seal_plain_files()
+    print(f"sealed {sealed} plain file(s) of the store at {dp.store.root}")
     return 0
 
 

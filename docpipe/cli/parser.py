@@ -282,6 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
         "revoke", parents=[common], help="revoke a key: it stops working at once, also in a running server"
     )
     k.add_argument("key_id", metavar="KEY_ID", help="the key's id (docpipe keys list)")
+    k = keys.add_parser(
+        "store-key", parents=[common], help="make a store key file for encryption at rest (never overwrites one)"
+    )
+    k.add_argument("--out", type=Path, required=True, help="the key file to create (mode 600)")
+    keys.add_parser("seal-store", parents=[common], help="seal the store's plain files with the store key in effect")
 
     p = sub.add_parser("matters", parents=[common], help="list the matters and their documents")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -18,7 +18,9 @@ through two stages:
    from the documents' own indexes, never embedded again) and one bm25s index over their texts, fused by
    reciprocal rank; passages are lifted to their sections and the best sections of any contract come first.
 
-The index lives beside the collection record (``<collection>/index-<fingerprint>/``). Adding a document
+The index lives beside the collection record (``<collection>/index-<fingerprint>/``). With a store key its
+files are sealed like the documents' (`docpipe.ingest.sealing`), and the passage BM25 index, which bm25s writes
+as files of its own, is not saved: a load builds it again from the members' stored texts. Adding a document
 adds its card and its vectors; removing one removes them (FAISS ``remove_ids``); neither re-embeds or
 re-extracts anything. The pooled index is exact (flat) below `POOLED_FLAT_BELOW` vectors and IVF from there,
 trained once when it crosses that size and again only when it has grown `RETRAIN_GROWTH` times since. The
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import StoreError
+from docpipe.ingest.sealing import Sealer, open_blob, seal_blob
 from docpipe.ingest.store import DIR_MODE, FILE_MODE, make_private_dir, sha256_hex
 from docpipe.retrieve.cards import card_text, load_bm25s
 from docpipe.retrieve.dense import bm25_terms, ivf_lists, tokenize
@@ -109,9 +112,10 @@ class Route:
 class CollectionIndex:
     """Returns routes and pooled rankings over one collection's members (see the module docstring)."""
 
-    def __init__(self, folder: Path, embedder: Embedder) -> None:
+    def __init__(self, folder: Path, embedder: Embedder, *, sealer: Sealer | None = None) -> None:
         self.folder = Path(folder)
         self.embedder = embedder
+        self.sealer = sealer  # seals what `save` writes and opens what `load` reads (None: no store key)
         self.ids: list[str] = []  # member ids, in card order
         self.names: list[str] = []
         self.cards: list[str] = []
@@ -127,30 +131,35 @@ class CollectionIndex:
 
     # -- persistence ---------------------------------------------------------------------
     @classmethod
-    def load(cls, folder: Path, embedder: Embedder) -> CollectionIndex:
+    def load(cls, folder: Path, embedder: Embedder, *, sealer: Sealer | None = None) -> CollectionIndex:
         """Returns the index stored in `folder`, or an empty one when there is none or it is unreadable
-        (then `sync` builds it again from the members' own indexes)."""
+        (then `sync` builds it again from the members' own indexes). StoreKeyError when it is sealed and the
+        key is missing or another: that is never taken for damage."""
+        import io
+
         import numpy as np
 
-        self = cls(folder, embedder)
+        self = cls(folder, embedder, sealer=sealer)
         try:
-            meta = json.loads((folder / "state.json").read_bytes())
+            meta = json.loads(self._read(folder / "state.json"))
             if meta.get("format") != _FORMAT:
                 raise ValueError(f"format {meta.get('format')}")
+            blobs = {}
             for name, digest in meta["files"].items():
-                if sha256_hex((folder / name).read_bytes()) != digest:
+                blob = (folder / name).read_bytes()
+                if sha256_hex(blob) != digest:  # of the bytes on disk, sealed or plain
                     raise ValueError(f"checksum mismatch in {name}")
-            cards = json.loads((folder / "cards.json").read_bytes())
+                blobs[name] = open_blob(blob, self._where(name), sealer)
+            cards = json.loads(blobs["cards.json"])
             self.ids = [c["id"] for c in cards]
             self.names = [c["name"] for c in cards]
             self.cards = [c["text"] for c in cards]
             self.slots = [int(c["slot"]) for c in cards]
             self.counts = [int(c["passages"]) for c in cards]
-            with open(folder / "cards.npy", "rb") as handle:
-                self.card_vectors = np.load(handle, allow_pickle=False)
+            self.card_vectors = np.load(io.BytesIO(blobs["cards.npy"]), allow_pickle=False)
             import faiss
 
-            raw = np.frombuffer((folder / "passages.faiss").read_bytes(), dtype=np.uint8)
+            raw = np.frombuffer(blobs["passages.faiss"], dtype=np.uint8)
             self._pooled = faiss.deserialize_index(raw)
             self._trained_at = int(meta.get("trained_at", 0))
             self._bm25_state = str(meta.get("bm25_state", ""))
@@ -160,15 +169,17 @@ class CollectionIndex:
                 with open(folder / "bm25_ids.npy", "rb") as handle:
                     self._bm25_ids = np.load(handle, allow_pickle=False)
         except FileNotFoundError:
-            return cls(folder, embedder)
+            return cls(folder, embedder, sealer=sealer)
         except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
             logger.warning("collection index %s is unreadable (%s); building it again", folder, exc)
-            return cls(folder, embedder)
+            return cls(folder, embedder, sealer=sealer)
         self._index_cards()
         return self
 
     def save(self) -> None:
         """Writes the index to its folder: every file to a temp folder first, then renamed into place."""
+        import io
+
         import faiss
         import numpy as np
 
@@ -179,12 +190,18 @@ class CollectionIndex:
                 {"id": i, "name": n, "text": t, "slot": s, "passages": c}
                 for i, n, t, s, c in zip(self.ids, self.names, self.cards, self.slots, self.counts)
             ]
-            (tmp / "cards.json").write_bytes(json.dumps(cards).encode())
-            with open(tmp / "cards.npy", "wb") as handle:
-                np.save(handle, self._card_matrix(), allow_pickle=False)
-            (tmp / "passages.faiss").write_bytes(faiss.serialize_index(self._pooled_index()).tobytes())
-            files = ["cards.json", "cards.npy", "passages.faiss"]
-            if self._bm25 is not None and self._bm25_ids is not None:
+            matrix = io.BytesIO()
+            np.save(matrix, self._card_matrix(), allow_pickle=False)
+            written = {
+                "cards.json": json.dumps(cards).encode(),
+                "cards.npy": matrix.getvalue(),
+                "passages.faiss": faiss.serialize_index(self._pooled_index()).tobytes(),
+            }
+            for name, data in written.items():
+                (tmp / name).write_bytes(seal_blob(data, self._where(name), self.sealer))
+            files = list(written)
+            # bm25s writes its own files, in plain text: under a store key they are not kept (rebuilt on load).
+            if self._bm25 is not None and self._bm25_ids is not None and self.sealer is None:
                 self._bm25.save(str(tmp / "bm25"), allow_pickle=False, show_progress=False)
                 with open(tmp / "bm25_ids.npy", "wb") as handle:
                     np.save(handle, self._bm25_ids, allow_pickle=False)
@@ -192,11 +209,12 @@ class CollectionIndex:
             state = {
                 "format": _FORMAT,
                 "trained_at": self._trained_at,
-                "bm25_state": self._bm25_state if self._bm25 is not None else "",
+                "bm25_state": self._bm25_state if self._bm25 is not None and "bm25_ids.npy" in files else "",
                 "files": {name: sha256_hex((tmp / name).read_bytes()) for name in files},
                 "saved": time.time(),
             }
-            (tmp / "state.json").write_bytes(json.dumps(state, indent=1).encode())
+            body = json.dumps(state, indent=1).encode()
+            (tmp / "state.json").write_bytes(seal_blob(body, self._where("state.json"), self.sealer))
             _make_private(tmp)
             old = self.folder.with_name(f".{self.folder.name}.old-{tmp.name[-12:]}")
             try:
@@ -217,6 +235,13 @@ class CollectionIndex:
             raise StoreError(
                 f"cannot write the collection index to {self.folder}: {exc}", path=str(self.folder)
             ) from exc
+
+    def _where(self, name: str) -> str:
+        """Returns the place a sealed file of this index is bound to: its collection, index and file name."""
+        return f"collections/{self.folder.parent.name}/{self.folder.name}/{name}"
+
+    def _read(self, path: Path) -> bytes:
+        return open_blob(path.read_bytes(), self._where(path.name), self.sealer)
 
     # -- keeping up with the members -------------------------------------------------------
     def sync(self, members: Sequence[Member], load: Callable[[str], tuple[str, np.ndarray] | None]) -> bool:

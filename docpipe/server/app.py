@@ -236,7 +236,7 @@ def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Met
 
     options = options or ServeOptions()
     metrics = metrics or Metrics()
-    results = ResultStore(dp.store.root / "serve")
+    results = ResultStore(dp.store.root / "serve", sealer=dp.store.sealer)
     started = time.time()
 
     @asynccontextmanager

@@ -62,10 +62,10 @@ class Housekeeper:
     ) -> None:
         self.dp = dp
         self.matters = matters or MatterStore(dp.store.root)
-        self.results = results or ResultStore(dp.store.root / "serve")
+        self.results = results or ResultStore(dp.store.root / "serve", sealer=dp.store.sealer)
         # Review jobs: their grids quote the documents. A server passes its runner (unfinished jobs are
         # cancelled first); `docpipe rm` deletes the records.
-        self.jobs: JobRunner | JobStore = jobs or JobStore(dp.store.root / "jobs")
+        self.jobs: JobRunner | JobStore = jobs or JobStore(dp.store.root / "jobs", sealer=dp.store.sealer)
         # Uploads under way in this process, by document id, and whether the store lacked the document when
         # the first of them started.
         self._uploading: Counter[str] = Counter()

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import DocpipeError, StoreError
+from docpipe.ingest.sealing import Sealer, open_blob, seal_blob
 from docpipe.ingest.store import atomic_write, make_private_dir
 from docpipe.review import ReviewCancelled, ReviewGrid, ReviewProgress
 
@@ -103,13 +104,21 @@ class Job:
 
 
 class JobStore:
-    """Returns and keeps job records and their grids under `root` (``<home>/jobs``)."""
+    """Returns and keeps job records and their grids under `root` (``<home>/jobs``), sealed with the store
+    key when there is one (a grid quotes the contracts; a record holds the questions)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, sealer: Sealer | None = None) -> None:
         self.root = Path(root)
+        self.sealer = sealer
         # Jobs deleted while their runner still held them: never written again (a late save would bring back
         # a grid that quotes a deleted document or matter).
         self._deleted: set[str] = set()
+
+    def _write(self, job_id: str, name: str, data: bytes) -> None:
+        atomic_write(self.root / job_id / name, seal_blob(data, f"jobs/{job_id}/{name}", self.sealer))
+
+    def _read(self, job_id: str, name: str) -> bytes:
+        return open_blob((self.root / job_id / name).read_bytes(), f"jobs/{job_id}/{name}", self.sealer)
 
     def _folder(self, job_id: str) -> Path | None:
         if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
@@ -124,7 +133,7 @@ class JobStore:
         if job.id in self._deleted:
             return
         try:
-            atomic_write(folder / "job.json", json.dumps(job.to_dict(), ensure_ascii=False).encode())
+            self._write(job.id, "job.json", json.dumps(job.to_dict(), ensure_ascii=False).encode())
         except OSError as exc:
             raise StoreError(
                 f"cannot write the review job's record ({exc.strerror}): free disk space or make the store writable",
@@ -137,7 +146,7 @@ class JobStore:
         if folder is None:
             return None
         try:
-            data = json.loads((folder / "job.json").read_bytes())
+            data = json.loads(self._read(job_id, "job.json"))
             job = Job.from_dict(data)
         except FileNotFoundError:
             return None
@@ -153,7 +162,7 @@ class JobStore:
         if job_id in self._deleted:
             return
         try:
-            atomic_write(folder / "grid.json", json.dumps(grid, ensure_ascii=False).encode())
+            self._write(job_id, "grid.json", json.dumps(grid, ensure_ascii=False).encode())
         except OSError as exc:
             raise StoreError(
                 f"cannot store the review grid ({exc.strerror}): free disk space or make the store writable",
@@ -166,7 +175,7 @@ class JobStore:
         if folder is None:
             return None
         try:
-            return ReviewGrid.from_dict(json.loads((folder / "grid.json").read_bytes()))
+            return ReviewGrid.from_dict(json.loads(self._read(job_id, "grid.json")))
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError) as exc:

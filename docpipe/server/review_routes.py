@@ -64,7 +64,7 @@ def install_review_routes(app: FastAPI, kit: RouteKit) -> JobRunner:
     dp = kit.dp
     options = kit.options
     matters = kit.matters
-    runner = JobRunner(dp, JobStore(dp.store.root / "jobs"))
+    runner = JobRunner(dp, JobStore(dp.store.root / "jobs", sealer=dp.store.sealer))
     api = APIRouter(prefix="/v1", tags=["review jobs"], responses=_ERRORS)
     reader, writer = kit.reader, kit.writer
 

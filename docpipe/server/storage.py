@@ -12,6 +12,9 @@ Layout::
                                                 an empty marker per record, so deleting a document or a
                                                 matter lists its records instead of reading every file
 
+With a store key every record is sealed (`docpipe.ingest.sealing`) for its place ``serve/<kind>/<name>.json``;
+records written before the key was set stay readable. The markers are empty and their names are hashes.
+
 Records written before matters existed (the bare data, with its "id") stay readable in the matter
 "default", which they were filed under the first time a `ResultStore` opened the folder.
 """
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from docpipe.errors import ConfigError, StoreError
+from docpipe.ingest.sealing import Sealer, open_blob, seal_blob
 from docpipe.ingest.store import DIR_MODE, FILE_MODE, atomic_write, make_private_dir, sha256_hex, tighten_mode
 
 __all__ = ["DEFAULT_MATTER", "ResultStore"]
@@ -53,8 +57,9 @@ class ResultStore:
     ('ninety days', None)
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, sealer: Sealer | None = None) -> None:
         self.root = Path(root)
+        self.sealer = sealer  # the store key's (None: records are written plain)
         try:
             make_private_dir(self.root / _INDEX)
             tighten_mode(self.root, DIR_MODE)
@@ -116,7 +121,8 @@ class ResultStore:
             # never a record that deleting its document would miss.
             for filed in [document_id, *also]:
                 _touch(self._marker(kind, name, matter, filed))
-            atomic_write(self.root / kind / f"{name}.json", json.dumps(record, ensure_ascii=False).encode())
+            body = json.dumps(record, ensure_ascii=False).encode()
+            atomic_write(self.root / kind / f"{name}.json", seal_blob(body, _where(kind, name), self.sealer))
         except OSError as exc:
             raise StoreError(
                 f"cannot store the {kind[:-1]} ({exc.strerror}): free disk space or make the store writable",
@@ -137,7 +143,7 @@ class ResultStore:
     def _read(self, path: Path) -> dict[str, Any] | None:
         """Returns a record in the current shape ("data" holding what was saved), or None."""
         try:
-            raw = json.loads(path.read_bytes())
+            raw = json.loads(open_blob(path.read_bytes(), _where(path.parent.name, path.stem), self.sealer))
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
@@ -259,6 +265,11 @@ class ResultStore:
             return sorted(os.listdir(folder))
         except (FileNotFoundError, NotADirectoryError):
             return []
+
+
+def _where(kind: str, name: str) -> str:
+    """Returns the place a sealed record is bound to (so it opens under no other kind or name)."""
+    return f"serve/{kind}/{name}.json"
 
 
 def _touch(path: Path) -> None:
