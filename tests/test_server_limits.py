@@ -261,3 +261,81 @@ def test_docpipe_rm_of_a_file_leaves_nothing_of_it_in_any_matter_or_file(world: 
     assert [d["id"] for d in r1.get("/v1/collections/room-1").json()["documents"]] == [kept["id"]]
     assert r1.post(f"/v1/documents/{kept['id']}/ask", json={"question": LAW}).status_code == 200
     assert "docs" in _places(_files_holding(home, kept["id"], "Tamarind"))
+
+
+def _records_of(home: Path, matter: str) -> list[str]:
+    """Returns the stored answers, reports and review jobs (plain JSON) that name `matter` as theirs."""
+    found = []
+    for path in [*home.glob("serve/*/*.json"), *home.glob("jobs/*/job.json")]:
+        if json.loads(path.read_bytes()).get("matter") == matter:
+            found.append(str(path.relative_to(home)))
+    return found
+
+
+def _cached_in(home: Path, matter: str) -> int:
+    """Returns how many answer-cache entries (answers, checklist findings, review cells) `matter` has."""
+    with contextlib.closing(sqlite3.connect(home / "answers.sqlite")) as conn:
+        return int(conn.execute("SELECT count(*) FROM answers WHERE matter = ?", (matter,)).fetchone()[0])
+
+
+def test_only_an_admin_deletes_a_matter_and_nothing_of_it_is_left(world: dict) -> None:
+    """A reader and a writer of the matter are refused; the admin deletes it: its documents, answers, reports,
+    collections, review jobs and cache entries go, a file another matter holds stays there, and the access log
+    names the admin."""
+    home: Path = world["home"]
+    dan, erin = _client(world, "dan", "deal-m"), _client(world, "erin", "deal-m")
+    carol, keep = _client(world, "carol", "deal-m"), _client(world, "dan", "deal-keep")
+    shared = _contract("Sorrelwood")
+    mine = _use(dan, {"brackenridge.pdf": _contract("Brackenridge"), "sorrelwood.pdf": shared}, "room-m")
+    theirs = _use(keep, {"sorrelwood-copy.pdf": shared}, "room-keep")
+    only = mine["brackenridge.pdf"]
+    assert _records_of(home, "deal-m") and _cached_in(home, "deal-m")
+
+    assert_error(carol.delete("/v1/matters/deal-m"), 403, "forbidden", "admin")
+    assert_error(dan.delete("/v1/matters/deal-m"), 403, "forbidden", "admin")
+    assert dan.get("/v1/documents").json()["documents"], "a refused deletion deleted something"
+    gone = erin.delete("/v1/matters/deal-m")
+    assert gone.status_code == 200, gone.text
+    assert (gone.json()["documents"], gone.json()["purged"], gone.json()["review_jobs"]) == (2, 1, 1), gone.json()
+
+    assert _files_holding(home, only["id"], "Brackenridge") == []
+    assert not (home / "matters" / "deal-m").exists() and _records_of(home, "deal-m") == []
+    assert _cached_in(home, "deal-m") == 0
+    assert erin.get("/v1/documents").json()["documents"] == []
+    assert erin.get("/v1/collections").json()["collections"] == []
+    assert erin.get("/v1/jobs").json()["jobs"] == []
+    for ids in (only, mine["sorrelwood.pdf"]):
+        assert_error(erin.get(f"/v1/answers/{ids['answer']}"), 404, "not_found")
+        assert_error(erin.get(f"/v1/reports/{ids['report']}"), 404, "not_found")
+    # deal-keep still holds the shared file: its record, answer, report, collection and grid.
+    copy = theirs["sorrelwood-copy.pdf"]
+    assert [d["id"] for d in keep.get("/v1/documents").json()["documents"]] == [copy["id"]]
+    assert keep.get(f"/v1/answers/{copy['answer']}").status_code == 200
+    assert keep.get(f"/v1/reports/{copy['report']}").status_code == 200
+    assert keep.get(f"/v1/jobs/{theirs['job']['id']}").json()["state"] == "done"
+    assert [d["id"] for d in keep.get("/v1/collections/room-keep").json()["documents"]] == [copy["id"]]
+    assert keep.post(f"/v1/documents/{copy['id']}/ask", json={"question": LAW}).status_code == 200
+
+    log = docpipe_cli(home, "audit", "--matter", "deal-m", "--json")
+    entries = [json.loads(line) for line in log.stdout.splitlines()]
+    deleted = [(e["user"], e["outcome"]) for e in entries if e["action"] == "delete_matter"]
+    assert deleted == [("erin", "ok")], entries[-5:]
+    assert "Brackenridge" not in _access_log(home)
+
+
+def test_docpipe_rm_delete_matter_leaves_nothing_of_it(world: dict) -> None:
+    home: Path = world["home"]
+    erin = _client(world, "erin", "deal-cli")
+    made = _use(erin, {"larkspur.pdf": _contract("Larkspur")}, "room-cli")
+    doc = made["larkspur.pdf"]
+    assert _records_of(home, "deal-cli")
+
+    removed = docpipe_cli(home, "rm", "--matter", "deal-cli", "--delete-matter", "--json")
+    assert removed.returncode == 0, removed.stderr
+    assert json.loads(removed.stdout)["purged"] == 1, removed.stdout
+    assert _files_holding(home, doc["id"], "Larkspur") == []
+    assert not (home / "matters" / "deal-cli").exists() and _records_of(home, "deal-cli") == []
+    assert _cached_in(home, "deal-cli") == 0
+    assert erin.get("/v1/documents").json()["documents"] == []
+    assert_error(erin.get(f"/v1/answers/{doc['answer']}"), 404, "not_found")
+    assert_error(erin.get(f"/v1/jobs/{made['job']['id']}"), 404, "not_found")
