@@ -51,6 +51,12 @@ Progress = Callable[[str], None]
 
 _KEEP_LOADED = 16
 
+
+def _unnamed(doc_id: str) -> str:
+    """Returns what a document is called to a caller who gave no name: never the name another caller stored."""
+    return f"document {doc_id[:12]}"
+
+
 T = TypeVar("T")
 
 #: Beside a stored index: the sentence embeddings of the sections offline answers have quoted from.
@@ -160,9 +166,10 @@ class DocPipe(CollectionMixin, ReviewMixin):
             source = self.store.load_source(doc_id)
             if source is None:
                 return None
-            index = self._load_or_build(doc_id, source, name or "document.pdf", password, lambda _s: None)
+            index = self._load_or_build(doc_id, source, name or _unnamed(doc_id), password, lambda _s: None)
         elif not authorized and index.doc.password_check:
-            self._check_access(index.doc, password, self.store.load_source(doc_id))
+            # Named as this caller knows it: the stored name is the first uploader's, maybe of another matter.
+            self._check_access(index.doc, password, self.store.load_source(doc_id), name=name or _unnamed(doc_id))
         self._remember((doc_id, self.fingerprint), index)
         return replace(index.doc, name=name or index.doc.name, matter=matter)
 
@@ -206,22 +213,26 @@ class DocPipe(CollectionMixin, ReviewMixin):
         index = self._loaded.get(key)
         if index is None:
             index = self._load_index(doc_id)
-        if index is not None:
-            self._check_access(index.doc, password, data)
-            self._remember(key, index)
-            return index
-        with self._slots.take(label, owner=owner):
-            index = self._loaded.get(key) or self._load_index(doc_id)  # built while this caller waited?
-            if index is not None:
-                self._check_access(index.doc, password, data)
-            else:
-                index = self._build_index(doc_id, data, label, password, progress, embed_progress)
+        built = False
+        if index is None:
+            with self._slots.take(label, owner=owner):
+                index = self._loaded.get(key) or self._load_index(doc_id)  # built while this caller waited?
+                if index is None:
+                    index = self._build_index(doc_id, data, label, password, progress, embed_progress)
+                    built = True  # its password was checked on the way
+        # The same bytes may be stored under another caller's name (of another matter, even): this caller
+        # sees, and hears errors about, the document under the name it gave.
+        if not built:
+            self._check_access(index.doc, password, data, name=label)
         self._remember(key, index)
-        return index
+        return build.view(index, replace(index.doc, name=label))
 
-    def _check_access(self, doc: Document, password: str | None, data: bytes | None) -> None:
-        """Hands stored text of a password-protected PDF out only to a caller who can open the PDF."""
-        build.check_access(doc, password, data, slots=self._password_checks, settings=self.settings.extraction)
+    def _check_access(self, doc: Document, password: str | None, data: bytes | None, *, name: str) -> None:
+        """Hands stored text of a password-protected PDF out only to a caller who can open the PDF; errors name
+        the document `name`, as this caller knows it."""
+        build.check_access(
+            doc, password, data, name=name, slots=self._password_checks, settings=self.settings.extraction
+        )
 
     def _build_index(
         self,
@@ -243,7 +254,7 @@ class DocPipe(CollectionMixin, ReviewMixin):
             fingerprint=self.fingerprint,
             progress=progress,
         )
-        self._check_access(doc, password, data)
+        self._check_access(doc, password, data, name=label)
         return build.build_index(
             doc,
             store=self.store,
@@ -287,7 +298,7 @@ class DocPipe(CollectionMixin, ReviewMixin):
             if index is None:
                 index = self._build_index(doc.id, source, doc.name, password, lambda _s: None)
             elif source is not None:
-                self._check_access(index.doc, password, source)
+                self._check_access(index.doc, password, source, name=doc.name)
             self._remember((doc.id, self.fingerprint), index)
             return build.view(index, doc)
         data, label = build.read_source(doc, None)

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from docpipe.answer.core import CacheOpener, cache_call, cache_put, finish_answer, plan_answers
+from docpipe.answer.core import CacheOpener, cache_call, cache_put, finish_answer, plan_answers, with_document
 from docpipe.engine.base import StreamTrim
 from docpipe.engine.loop import BackgroundLoop
 from docpipe.errors import DocpipeError, EngineError
@@ -116,7 +116,9 @@ def stream_answer(
     if use_cache:
         stored = cache_call(cache, "get", key)
         if stored is not None:
-            yield AnswerEvent("done", answer=Answer.from_dict(stored))
+            # Named as this caller sees the document, as `ask` names a cached answer: the cache may hold it
+            # under another upload's name.
+            yield AnswerEvent("done", answer=with_document(Answer.from_dict(stored), index.doc))
             return
 
     logger.debug("streaming an answer from %s (%s)", streamer.name, streamer.model)

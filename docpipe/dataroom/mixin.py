@@ -94,7 +94,7 @@ class CollectionMixin:
 
         def _load_index(self, doc_id: str) -> SearchIndex | None: ...
 
-        def _check_access(self, doc: Document, password: str | None, data: bytes | None) -> None: ...
+        def _check_access(self, doc: Document, password: str | None, data: bytes | None, *, name: str) -> None: ...
 
         def _remember(self, key: tuple[str, str], index: SearchIndex) -> None: ...
 
@@ -133,7 +133,7 @@ class CollectionMixin:
             cindex = self._collection_indexes.get(key)
             if cindex is None:
                 folder = coll._records.folder(coll.name) / f"index-{self.fingerprint}"
-                cindex = CollectionIndex.load(folder, self.embedder)
+                cindex = CollectionIndex.load(folder, self.embedder, sealer=self.store.sealer)
             if cindex.sync(coll.documents, self._stored_vectors):
                 cindex.save()
             self._collection_indexes[key] = cindex
@@ -393,14 +393,14 @@ class CollectionMixin:
         def open_file(data: bytes, label: str, doc_id: str, password: str | None) -> tuple[str, str, Any]:
             index = self._loaded.get((doc_id, self.fingerprint)) or self._load_index(doc_id)
             if index is not None:
-                self._check_access(index.doc, password, data)
+                self._check_access(index.doc, password, data, name=label)
                 return "ready", label, index.doc
             while True:
                 try:
                     with self._slots.take(label, owner=owner):
                         index = self._load_index(doc_id)  # built by another caller meanwhile?
                         if index is not None:
-                            self._check_access(index.doc, password, data)
+                            self._check_access(index.doc, password, data, name=label)
                             return "ready", label, index.doc
                         doc = build.extract(
                             self.store,
@@ -417,7 +417,7 @@ class CollectionMixin:
                     if owner is not None:
                         raise  # a server's user is told to come back (the file fails as busy), never held
                     continue  # a local batch waits its turn instead of failing
-            self._check_access(doc, password, data)
+            self._check_access(doc, password, data, name=label)
             return (
                 "prepared",
                 label,

@@ -76,14 +76,14 @@ def _extract(
         slots = ExtractionSlots(1, wait_s=settings.extraction.queue_wait_s)  # this task's own: one at a time
         stored = build.stored_parts(doc_id, store=store, fingerprint=fingerprint, vectors=False)
         if stored is not None:
-            build.check_access(stored[0], password, data, slots=slots, settings=settings.extraction)
+            build.check_access(stored[0], password, data, name=label, slots=slots, settings=settings.extraction)
             out["kind"] = "ready"
             return out
         quiet = lambda _stage: None  # noqa: E731
         doc = build.extract(
             store, doc_id, data, label, password, settings=settings.extraction, fingerprint=fingerprint, progress=quiet
         )
-        build.check_access(doc, password, data, slots=slots, settings=settings.extraction)
+        build.check_access(doc, password, data, name=label, slots=slots, settings=settings.extraction)
         prepared = build.prepare_index(doc, embedder=_worker_embedder(settings_json), settings=settings, progress=quiet)
         out["kind"], out["payload"] = "prepared", pickle.dumps(prepared, protocol=pickle.HIGHEST_PROTOCOL)
     except DocpipeError as exc:

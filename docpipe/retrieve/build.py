@@ -101,19 +101,24 @@ def check_access(
     password: str | None,
     data: bytes | None,
     *,
+    name: str,
     slots: ExtractionSlots,
     settings: ExtractionSettings,
 ) -> None:
     """Returns when the caller may read `doc`'s stored text: it was not encrypted, or `password` opens the PDF
     (the one stored, or the PDF's other password, asked of a sandboxed extraction worker holding one of `slots`);
-    raises `PasswordRequiredError` or `WrongPasswordError` otherwise."""
+    raises `PasswordRequiredError` or `WrongPasswordError` otherwise.
+
+    The errors call the document `name`, the name this caller gave it, never `doc.name`: the store keeps one
+    copy of the bytes under the name of whoever uploaded them first, perhaps in another matter, and naming it
+    would tell a caller what another matter calls the file, and that it holds it."""
     check = doc.password_check
     if not check:
         return
     if password is None:
         raise PasswordRequiredError(
-            f"{doc.name} is encrypted: pass the password (--password on the command line, password= in Python)",
-            path=doc.name,
+            f"{name} is encrypted: pass the password (--password on the command line, password= in Python)",
+            path=name,
         )
     if password_check(doc.id, password) == check:
         return
@@ -122,13 +127,13 @@ def check_access(
     if data:
         from docpipe.ingest.extract import encryption_status
 
-        with slots.take(doc.name):
-            status = encryption_status(data, password, settings=settings, name=doc.name)
+        with slots.take(name):
+            status = encryption_status(data, password, settings=settings, name=name)
         if status.password_opens:
             return
     raise WrongPasswordError(
-        f"the password does not open {doc.name}: check it (the user or the owner password both work)",
-        path=doc.name,
+        f"the password does not open {name}: check it (the user or the owner password both work)",
+        path=name,
     )
 
 
