@@ -12,12 +12,13 @@ import json
 import resource
 import signal
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from test_server import QUESTION, ask, assert_error, contract_pdf, serving, upload
+from test_server import QUESTION, Served, ask, assert_error, contract_pdf, serving, upload
 from test_server_collections import contract
 from test_server_hardening import SOCKET_S, connect, head, read_until_closed, serving_options
 from test_server_matters import docpipe_cli, new_key
@@ -339,3 +340,77 @@ def test_docpipe_rm_delete_matter_leaves_nothing_of_it(world: dict) -> None:
     assert erin.get("/v1/documents").json()["documents"] == []
     assert_error(erin.get(f"/v1/answers/{doc['answer']}"), 404, "not_found")
     assert_error(erin.get(f"/v1/jobs/{made['job']['id']}"), 404, "not_found")
+
+
+def _age(home: Path, matter: str, doc_ids: set[str], *, days: float) -> None:
+    """Makes what `matter` holds of `doc_ids` `days` old where the sweep reads an age: the matter's records
+    (added), its stored answers and reports and its cache entries (created), its review jobs (finished)."""
+    then = time.time() - days * 86400
+
+    def rewrite(path: Path, **changes: float) -> None:
+        path.write_bytes(json.dumps({**json.loads(path.read_bytes()), **changes}).encode())
+
+    for doc_id in doc_ids:
+        rewrite(home / "matters" / matter / "documents" / f"{doc_id}.json", added=then)
+    for path in home.glob("serve/*/*.json"):
+        record = json.loads(path.read_bytes())
+        if record["matter"] == matter and record["document_id"] in doc_ids:
+            rewrite(path, created=then)
+    for path in home.glob("jobs/*/job.json"):
+        if json.loads(path.read_bytes())["matter"] == matter:
+            rewrite(path, finished=then)
+    marks = ",".join("?" * len(doc_ids))
+    with contextlib.closing(sqlite3.connect(home / "answers.sqlite")) as conn, conn:
+        conn.execute(
+            f"UPDATE answers SET created = ? WHERE matter = ? AND document_id IN ({marks})",  # noqa: S608
+            (then, matter, *doc_ids),
+        )
+
+
+def _logged(served: Served, line: str, *, timeout_s: float = 120) -> str:
+    """Returns the first line of the server's log holding `line`, once the server has written it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for entry in served.log.read_text(errors="replace").splitlines():
+            if line in entry:
+                return entry
+        assert time.monotonic() < deadline and served.process.poll() is None, served.log_tail()
+        time.sleep(0.05)
+
+
+def test_the_retention_sweep_leaves_nothing_of_old_uploads_and_keeps_the_rest(tmp_path: Path) -> None:
+    """A matter's upload 40 days old goes with everything of it; one 40 days old in deal-a that deal-b
+    uploaded recently leaves deal-a only; a recent one stays. Ages are set where the sweep reads them."""
+    home = tmp_path / "home"
+    home.mkdir()
+    key = new_key(home, "gail", "deal-a:write", "deal-b:write")
+    docs = {"old.pdf": _contract("Wrenfield"), "shared.pdf": _contract("Ashgrove"), "new.pdf": _contract("Pemberly")}
+    with serving(home, "--engine", "echo", "--no-ui", token=None) as first:
+        in_a = _use(Client(first, key, "deal-a"), docs, "room-a")
+        in_b = _use(Client(first, key, "deal-b"), {"shared-b.pdf": docs["shared.pdf"]}, "room-b")
+    old, shared, new, copy = in_a["old.pdf"], in_a["shared.pdf"], in_a["new.pdf"], in_b["shared-b.pdf"]
+    _age(home, "deal-a", {old["id"], shared["id"]}, days=40)
+
+    args = ("--engine", "echo", "--no-ui", "--retention-days", "30", "--verbose")
+    with serving(home, *args, token=None, log_name="second.log") as second:
+        swept = _logged(second, "retention (30 days): removed")
+        # (deal-a's finished review job may already have gone: the job runner drops old ones as it starts)
+        assert "documents=2," in swept and "purged=1," in swept, swept
+        a, b = Client(second, key, "deal-a"), Client(second, key, "deal-b")
+
+        assert _files_holding(home, old["id"], "Wrenfield") == []
+        assert old["id"] in _access_log(home) and "Wrenfield" not in _access_log(home)
+        for ids in (old, shared):
+            assert_error(a.get(f"/v1/documents/{ids['id']}"), 404, "not_found")
+            assert_error(a.get(f"/v1/answers/{ids['answer']}"), 404, "not_found")
+            assert_error(a.get(f"/v1/reports/{ids['report']}"), 404, "not_found")
+        assert_error(a.get(f"/v1/jobs/{in_a['job']['id']}"), 404, "not_found")
+        # The recent upload stays whole in deal-a, and deal-b's copy of the shared file in deal-b.
+        for c, ids, room in ((a, new, "room-a"), (b, copy, "room-b")):
+            assert [d["id"] for d in c.get("/v1/documents").json()["documents"]] == [ids["id"]]
+            assert c.get(f"/v1/answers/{ids['answer']}").status_code == 200
+            assert c.get(f"/v1/reports/{ids['report']}").status_code == 200
+            assert [d["id"] for d in c.get(f"/v1/collections/{room}").json()["documents"]] == [ids["id"]]
+            assert c.post(f"/v1/documents/{ids['id']}/ask", json={"question": LAW}).status_code == 200
+        assert b.get(f"/v1/jobs/{in_b['job']['id']}").json()["state"] == "done"
+        assert {"docs", "matters", "serve/answers", "jobs"} <= _places(_files_holding(home, shared["id"], "Ashgrove"))
