@@ -178,6 +178,7 @@ def printed(tmp_path_factory: pytest.TempPathFactory, sample_pdf: Path) -> dict[
     log.record(user="bob", key_id="k2", matter="deal-x", action="read_document", outcome="denied", detail="no grant")
     out["docpipe matters --json"] = [_json(home, "matters")]
     out["docpipe audit --json"] = [_json(home, "audit", lines=True)]
+    out["docpipe audit --verify --json"] = [_json(home, "audit", "--verify")]
     out["docpipe collections --json"] = [_json(home, "collections")]
     out["docpipe ls --json"] = [_json(home, "ls"), _json(home, "ls", "--collection", "deal")]
     out["docpipe rm --json"] = [_json(home, "rm", sample_pdf), None]
@@ -197,6 +198,7 @@ STORE_COMMANDS = [
     "docpipe keys list --json",
     "docpipe matters --json",
     "docpipe audit --json",
+    "docpipe audit --verify --json",
     "docpipe collections --json",
     "docpipe ls --json",
     "docpipe rm --json",

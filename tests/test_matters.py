@@ -13,7 +13,7 @@ import pytest
 
 from docpipe import DocPipe, Settings
 from docpipe.access.keys import KeyStore, Principal, parse_grants
-from docpipe.access.log import AccessLog, question_hash
+from docpipe.access.log import AccessLog
 from docpipe.access.matters import MatterStore
 from docpipe.engine.fake import EchoEngine
 from docpipe.errors import BusyError, ConfigError, PasswordRequiredError, WrongPasswordError
@@ -111,13 +111,16 @@ def test_the_access_log_keeps_question_hashes_and_detects_tampering(tmp_path: Pa
     log.record(user="bob", key_id="k2", matter="deal-y", action="ask", document="cd" * 32, question="Who pays?")
     assert stat.S_IMODE(log.path.stat().st_mode) == 0o600
     text = log.path.read_text()
-    assert QUESTION not in text and question_hash(QUESTION) in text
+    assert QUESTION not in text and log.question_hash(QUESTION) in text
     assert [e["action"] for e in log.read(matter="deal-x")] == ["upload", "ask"]
     assert [e["user"] for e in log.read(user="bob")] == ["bob"]
-    assert log.verify() == (True, 3, None)
+    assert [e["user"] for e in log.read(question=QUESTION)] == ["alice"]
+    verdict = log.verify()
+    assert verdict.intact and verdict.lines == 3 and verdict.problem is None
     lines = text.splitlines()
     log.path.write_text("\n".join([lines[0], lines[2]]) + "\n")  # someone removes alice's question
-    assert log.verify() == (False, 2, 2)
+    verdict = log.verify()
+    assert not verdict.intact and verdict.line == 2 and "does not follow line 1" in str(verdict.problem)
 
 
 # -- the pipeline: matters in the cache key, the model revision, the extraction limiter, deletion ---------------

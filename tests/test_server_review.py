@@ -18,7 +18,6 @@ from test_server_collections import CONTRACTS, contract, contract_pdf
 from test_server_matters import docpipe_cli, new_key
 
 from docpipe import AccessLog
-from docpipe.access.log import question_hash
 from docpipe.server.jobs import JOB_ID, MAX_UNFINISHED_PER_USER
 
 pytestmark = pytest.mark.integration
@@ -202,8 +201,9 @@ def test_a_review_job_runs_to_a_full_grid_and_downloads(world: dict) -> None:
     # The record is private; the access log has the start with the questions' hashes, never their text.
     record = world["home"] / "jobs" / job["id"] / "job.json"
     assert oct(record.stat().st_mode & 0o777) == "0o600" and oct(record.parent.stat().st_mode & 0o777) == "0o700"
-    starts = [e for e in AccessLog(world["home"]).read(user="alice") if e["action"] == "review_start"]
-    assert any(e["questions_sha256"] == [question_hash(q) for q in QUESTIONS] for e in starts)
+    audit = AccessLog(world["home"])
+    starts = [e for e in audit.read(user="alice") if e["action"] == "review_start"]
+    assert any(e["questions_hmac"] == [audit.question_hash(q) for q in QUESTIONS] for e in starts)
     log = world["served"].log.read_text(errors="replace")
     assert QUESTIONS[0] not in log and "deal-room" not in log
 

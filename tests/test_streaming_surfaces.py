@@ -20,7 +20,7 @@ import pytest
 from test_server import QUESTION, Served, assert_error, free_port, server_env, serving, upload
 
 from docpipe import DocPipe, Settings
-from docpipe.access.log import question_hash
+from docpipe.access.log import AccessLog
 from docpipe.engine.base import GenerationRequest, StreamEvent
 from docpipe.engine.fake import EchoEngine
 
@@ -127,7 +127,7 @@ def test_the_access_log_records_a_streamed_ask(served: Served, doc_id: str) -> N
     response, events = stream_ask(served, doc_id, {"question": question, "stream": True})
     assert response.status_code == 200 and events[-1][0] == "done"
     log = (served.home / "audit" / "access.log").read_text(encoding="utf-8")
-    [line] = [json.loads(line) for line in log.splitlines() if question_hash(question) in line]
+    [line] = [json.loads(line) for line in log.splitlines() if AccessLog(served.home).question_hash(question) in line]
     assert line["action"] == "ask" and line["outcome"] == "ok" and line["document"] == doc_id
 
 

@@ -36,7 +36,8 @@ class WorkbenchAccess:
         self.dp = dp
         self.keys = KeyStore(dp.store.root)
         self.matters = MatterStore(dp.store.root)
-        self.log = AccessLog(dp.store.root)
+        self.log = AccessLog(dp.store.root, key_file=dp.settings.audit_key_file)
+        self.log.prepare()  # the wrong audit key fails at the start, not at the first click
         self.ui_auth = ui_auth
 
     # -- login -------------------------------------------------------------------------------------

@@ -93,29 +93,66 @@ def _cmd_matters(dp, args) -> int:
 def _cmd_audit(dp, args) -> int:
     from docpipe.access.log import AccessLog
 
-    log = AccessLog(dp.store.root)
-    if args.verify:
-        intact, lines, broken = log.verify()
-        if not intact:
-            print(
-                f"docpipe: error: the access log is broken at line {broken} of {lines}: a line was removed or "
-                f"changed ({log.path})",
-                file=sys.stderr,
-            )
-            return EXIT_ERROR
-        print(f"access log intact: {lines} lines, each naming the one before")
-        return 0
-    entries = log.read(matter=args.matter, user=args.user, document=args.document, since=args.since)
+    log = AccessLog(dp.store.root, key_file=dp.settings.audit_key_file)
+    if args.verify or args.head or args.expect_head:
+        return _verify_audit(log, args)
+    entries = log.read(
+        matter=args.matter, user=args.user, document=args.document, since=args.since, question=args.question
+    )
     for entry in entries:
         if args.json:
             print(json.dumps(entry, ensure_ascii=False, sort_keys=True))
             continue
         doc = (entry.get("document") or "")[:12] or "-"
-        asked = f" questions {len(entry['questions_sha256'])}" if entry.get("questions_sha256") else ""
+        hashes = entry.get("questions_hmac") or entry.get("questions_sha256")
+        asked = f" questions {len(hashes)}" if hashes else ""
         print(
             f"{entry['time']}  {entry['user']:12} {entry['matter']:16} {entry['action']:16} {doc:12} "
             f"{entry['outcome']}{asked}"
         )
+    return 0
+
+
+def _verify_audit(log, args) -> int:
+    """``audit --verify`` / ``--head`` / ``--expect-head``: the verdict in one line, non-zero when not intact."""
+    from docpipe.errors import ConfigError
+
+    expect = None
+    if args.expect_head:
+        lines, _, head = args.expect_head.partition(":")
+        if not lines.isdigit() or len(head) != 64 or any(c not in "0123456789abcdefABCDEF" for c in head):
+            raise ConfigError(
+                f"--expect-head {args.expect_head[:80]!r} is not LINES:SHA256: give what docpipe audit --head printed"
+            )
+        expect = (int(lines), head)
+    result = log.verify(expect_head=expect)
+    if args.json:
+        emit(result.to_dict())
+    if not result.intact:
+        print(f"docpipe: error: the access log is not intact: {result.problem} ({log.path})", file=sys.stderr)
+        return EXIT_ERROR
+    if args.json:
+        return 0
+    if result.legacy:
+        first, last = result.legacy
+        print(
+            f"docpipe: note: unkeyed legacy lines {first}..{last} (written before the log was signed): only their "
+            "hash chain is checked",
+            file=sys.stderr,
+        )
+    if not result.anchored and result.lines:
+        print(
+            "docpipe: warning: no checkpoint anchors the log's end (nothing was signed yet): lines removed from "
+            "the end would go unnoticed",
+            file=sys.stderr,
+        )
+    if result.note:
+        print(f"docpipe: note: {result.note}", file=sys.stderr)
+    if args.head:
+        print(f"{result.lines}:{result.head}")
+        return 0
+    anchored = ", signed, its end matching the checkpoint" if result.anchored else ""
+    print(f"access log intact: {result.lines} lines, each naming the one before{anchored}")
     return 0
 
 

@@ -88,8 +88,8 @@ def _expand(values: list[str], questions: Callable[[], list[str]]) -> list[str]:
 
 
 def read_stdin_questions(args: argparse.Namespace) -> None:
-    """Replaces ``-`` among the questions of ``ask`` (the question, ``-q``) and ``review -q`` by the questions
-    on stdin (read once, whichever ``-`` comes first)."""
+    """Replaces ``-`` among the questions of ``ask`` (the question, ``-q``), ``review -q`` and ``audit
+    --question`` by the questions on stdin (read once, whichever ``-`` comes first)."""
     read: list[str] | None = None
 
     def questions() -> list[str]:
@@ -99,7 +99,7 @@ def read_stdin_questions(args: argparse.Namespace) -> None:
             return read
         return []
 
-    if args.command == "review":
+    if args.command in ("review", "audit"):
         args.question = _expand(list(args.question), questions)
     elif args.command == "ask":
         # With --collection the one positional argument is the question.

@@ -296,8 +296,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user", help="only this user")
     p.add_argument("--document", help="only this document (id or its first characters)")
     p.add_argument("--since", help="only from this ISO date or time on, e.g. 2026-12-01")
-    p.add_argument("--verify", action="store_true", help="check the log's hash chain: no line removed or changed")
-    p.add_argument("--json", action="store_true", help="print JSON lines")
+    p.add_argument(
+        "--question",
+        action="append",
+        default=[],
+        metavar="QUESTION",
+        help="only entries that asked this question, found by its keyed hash (repeat; '-' reads them from stdin)",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="check the log: hash chain, each line's MAC and number, the checkpoint (nothing removed, changed "
+        "or forged; docs/access-log.md)",
+    )
+    p.add_argument(
+        "--head",
+        action="store_true",
+        help="verify, then print LINES:SHA256 of the log's end, to keep outside the store for --expect-head",
+    )
+    p.add_argument(
+        "--expect-head",
+        metavar="LINES:SHA256",
+        help="verify, and fail unless the log still holds this line (as --head printed it earlier)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON lines (with --verify: the verdict as JSON)")
 
     p = sub.add_parser(
         "rm",

@@ -277,7 +277,8 @@ def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Met
     # Matters, per-user keys and the access log live in the store, beside the documents they govern.
     app.state.keys = KeyStore(dp.store.root)
     app.state.matters = MatterStore(dp.store.root)
-    app.state.audit = AccessLog(dp.store.root)
+    app.state.audit = AccessLog(dp.store.root, key_file=dp.settings.audit_key_file)
+    app.state.audit.prepare()  # the wrong audit key fails here, not at the first request
     app.state.housekeeper = Housekeeper(dp, app.state.matters, results)
     app.state.analyses = asyncio.Semaphore(max(1, options.max_concurrent_analyses))
     _install_error_handlers(app)
