@@ -274,6 +274,12 @@ class AccessLog:
         data["mac"] = key.checkpoint_mac(_canonical(data))
         try:
             atomic_write(self.checkpoint_path, _canonical(data) + b"\n")
+            # The rename made durable too: a power cut must not bring back a checkpoint several lines old.
+            folder = os.open(self.folder, os.O_RDONLY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
         except OSError as exc:
             raise StoreError(
                 f"cannot write the access log's checkpoint: {exc.strerror}", path=str(self.checkpoint_path)

@@ -152,7 +152,8 @@ def _verify_audit(log, args) -> int:
         print(f"{result.lines}:{result.head}")
         return 0
     anchored = ", signed, its end matching the checkpoint" if result.anchored else ""
-    print(f"access log intact: {result.lines} lines, each naming the one before{anchored}")
+    lines = f"{result.lines} line" + ("" if result.lines == 1 else "s")
+    print(f"access log intact: {lines}, each naming the one before{anchored}")
     return 0
 
 
