@@ -300,6 +300,8 @@ def test_a_key_kept_outside_the_store_signs_the_servers_log(tmp_path: Path, samp
     assert len(entries(home)) >= 2
     without = audit(home, "--verify")  # the default place has no key: nothing is taken as verified
     assert without.returncode != 0 and "no audit key" in without.stderr, without.stderr
+    unfound = audit(home, "--question", "Who pays?")  # nor is "never asked" said without the key
+    assert unfound.returncode != 0 and "no audit key" in unfound.stderr, unfound.stderr
     # A server given another key stops at its start, before writing a line the log's key did not sign.
     (tmp_path / "wrong.key").write_text(os.urandom(32).hex() + "\n")
     (tmp_path / "wrong.key").chmod(0o600)

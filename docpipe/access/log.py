@@ -307,6 +307,9 @@ class AccessLog:
         one or more questions, matched by their keyed hash, or by SHA-256 in legacy lines), oldest first."""
         asked = [question] if isinstance(question, str) else list(question or [])
         key = self._reading_key() if asked else None
+        if asked and key is None and (self.checkpoint_path.exists() or self._has_signed_lines()):
+            # Finding nothing would read as "never asked": without the key, signed lines cannot be searched.
+            raise ConfigError(f"no audit key at {self.key_path}: point DOCPIPE_AUDIT_KEY_FILE at the server's key")
         keyed = {key.question(q) for q in asked} if key is not None else set()
         legacy = {_legacy_question_hash(q) for q in asked}
         out = []
