@@ -7,6 +7,7 @@ open and then releases."""
 from __future__ import annotations
 
 import contextlib
+import getpass
 import hashlib
 import json
 import resource
@@ -340,6 +341,26 @@ def test_docpipe_rm_delete_matter_leaves_nothing_of_it(world: dict) -> None:
     assert erin.get("/v1/documents").json()["documents"] == []
     assert_error(erin.get(f"/v1/answers/{doc['answer']}"), 404, "not_found")
     assert_error(erin.get(f"/v1/jobs/{made['job']['id']}"), 404, "not_found")
+    # The access log says who deleted the matter: the login name of whoever ran the command.
+    log = docpipe_cli(home, "audit", "--matter", "deal-cli", "--json")
+    entries = [json.loads(line) for line in log.stdout.splitlines()]
+    deleted = [(e["user"], e["key_id"], e["outcome"]) for e in entries if e["action"] == "delete_matter"]
+    assert deleted == [(getpass.getuser(), "cli", "ok")], entries[-3:]
+    assert docpipe_cli(home, "audit", "--verify").returncode == 0
+
+
+def test_docpipe_rm_of_a_document_is_in_the_access_log_of_each_matter_that_held_it(world: dict) -> None:
+    home: Path = world["home"]
+    one, two = _client(world, "frank", "deal-r1"), _client(world, "frank", "deal-r2")
+    data = _contract("Foxglove")
+    doc_id = one.upload(data, "foxglove.pdf")
+    assert two.upload(data, "copy.pdf") == doc_id
+    removed = docpipe_cli(home, "rm", doc_id[:12])
+    assert removed.returncode == 0, removed.stderr
+    log = docpipe_cli(home, "audit", "--document", doc_id, "--json")
+    entries = [json.loads(line) for line in log.stdout.splitlines()]
+    deleted = sorted((e["matter"], e["user"], e["key_id"]) for e in entries if e["action"] == "delete_document")
+    assert deleted == [("deal-r1", getpass.getuser(), "cli"), ("deal-r2", getpass.getuser(), "cli")], entries
 
 
 def _age(home: Path, matter: str, doc_ids: set[str], *, days: float) -> None:

@@ -190,12 +190,14 @@ def _cmd_rm(dp, args) -> int:
     before = set(dp.store.document_ids())
     records = {d: stored_record(dp, d) for d in ids}
     held = memberships(dp, ids)
+    holders = {d: keeper.matters.holders(d) for d in ids}
     if args.delete_matter:
         removed = keeper.delete_matter(args.matter)
     else:
         removed = Removed()
         for doc_id in ids:
             removed += keeper.remove(args.matter, doc_id) if args.matter else keeper.purge(doc_id)
+    _log_removal(dp, args, holders)
     drop_gone(dp, ids)
     stored = set(dp.store.document_ids())
     still = memberships(dp, ids)
@@ -217,6 +219,35 @@ def _cmd_rm(dp, args) -> int:
             f"{removed.purged} documents left the store"
         )
     return 0
+
+
+def _log_removal(dp, args, holders: dict[str, list[str]]) -> None:
+    """Writes who deleted what to the access log, as the server does for its DELETE routes: the login name
+    of whoever ran `docpipe rm` (key id "cli"), one line per matter that held each document."""
+    import getpass
+    import os
+
+    from docpipe.access.log import AccessLog
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name for this uid (a container's)
+        user = f"uid-{os.getuid()}"
+    log = AccessLog(dp.store.root, key_file=dp.settings.audit_key_file)
+    if args.delete_matter:
+        log.record(user=user, key_id="cli", matter=args.matter, action="delete_matter", detail="docpipe rm")
+        return
+    for doc_id, matters in holders.items():
+        for matter in matters:
+            if args.matter in (None, matter):
+                log.record(
+                    user=user,
+                    key_id="cli",
+                    matter=matter,
+                    action="delete_document",
+                    document=doc_id,
+                    detail="docpipe rm" if args.matter else "docpipe rm: from every matter and the store",
+                )
 
 
 def _known_id(target: str, dp) -> str:
