@@ -114,3 +114,7 @@ def test_each_user_sees_only_their_matters_and_actions_are_logged(keyed: dict, b
     entries = AccessLog(keyed["home"]).read(user="alice")
     assert [(e["action"], e["matter"]) for e in entries] == [("upload", "deal-x"), ("ask", "deal-x")]
     assert all(e["key_id"] == "workbench" for e in entries)
+    # Bob's refused upload is in the log too, as the API's refusals are: who tried what, where, and why not.
+    [denied] = AccessLog(keyed["home"]).read(user="bob")
+    assert (denied["action"], denied["matter"], denied["outcome"]) == ("upload", "deal-z", "denied")
+    assert "needs write" in denied["detail"]

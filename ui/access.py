@@ -16,6 +16,7 @@ import secrets
 from typing import Any
 
 from docpipe import AccessLog, DocPipe, DocpipeError, Document, KeyStore, MatterStore, Principal
+from docpipe.access.keys import check_matter_name
 
 __all__ = ["SESSION_MATTER", "WorkbenchAccess"]
 
@@ -86,17 +87,29 @@ class WorkbenchAccess:
             names |= set(self.matters.matters())
         return sorted(names)
 
-    def check(self, principal: Principal, matter: str | None, role: str) -> str:
-        """Returns `matter` when the principal holds `role` in it; DocpipeError saying what is missing."""
+    def check(self, principal: Principal, matter: str | None, role: str, *, action: str = "request") -> str:
+        """Returns `matter` when the principal holds `role` in it; DocpipeError saying what is missing. A refusal
+        of a well-formed matter is written to the access log as `action` with outcome ``denied``, as the API's
+        refusals are."""
         if not matter:
             raise DocpipeError("choose a matter first (the Matter list at the top)")
+        check_matter_name(matter)  # the page sends what the browser sends: never log an arbitrary string
         if not principal.can(matter, role):
             held = principal.role(matter)
-            raise DocpipeError(
+            message = (
                 f"you may {held} in matter {matter!r}; this needs {role}: ask an admin of the matter"
                 if held
                 else f"no matter {matter!r} for your keys"
             )
+            self.log.record(
+                user=principal.user,
+                key_id="workbench",
+                matter=matter,
+                action=action,
+                outcome="denied",
+                detail=message,
+            )
+            raise DocpipeError(message)
         return matter
 
     def documents(self, principal: Principal, matter: str | None) -> list[tuple[str, str]]:
@@ -120,7 +133,7 @@ class WorkbenchAccess:
     def open(self, principal: Principal, matter: str | None, doc_id: str | None) -> Document:
         """Returns the matter's view of the document for reading; an encrypted one only for a user granted
         it (who opened it with its password)."""
-        matter = self.check(principal, matter, "read")
+        matter = self.check(principal, matter, "read", action="read_document")
         record = self.matters.get(matter, doc_id or "")
         if record is None:
             raise DocpipeError("choose a document of this matter from the list first")

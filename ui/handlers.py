@@ -160,7 +160,7 @@ class Workbench:
         try:
             principal = self.access.principal(request)
             if principal is not None:
-                self.access.check(principal, matter, "write")
+                self.access.check(principal, matter, "write", action="upload")
         except DocpipeError as exc:
             return describe_error("upload", str(exc)), docs, *[gr.Dropdown() for _ in range(3)], files
         if not paths:
@@ -251,7 +251,7 @@ class Workbench:
         """Returns the collection `name` of the user's matter (with `role` there) or of the session's space."""
         principal = self.access.principal(request)
         if principal is not None:
-            where = self.access.check(principal, matter, role)
+            where = self.access.check(principal, matter, role, action="collection")
         elif space:
             where = space
         else:

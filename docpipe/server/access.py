@@ -19,12 +19,14 @@ TOKEN = Principal("token", "token", {"*": "admin"})
 
 
 class AccessDenied(Exception):
-    """A request the caller may not make: the HTTP status (401, 403, 404, 400) and a message saying what to do."""
+    """A request the caller may not make: the HTTP status (401, 403, 404, 400), a message saying what to do and,
+    for a matter refused to a known caller (403, 404), the matter."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, matter: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.matter = matter
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +99,11 @@ def choose_matter(principal: Principal, requested: str | None, role: str) -> Cal
             )
     held = principal.role(matter)
     if held is None:
-        raise AccessDenied(404, f"no matter {matter!r} for this key: GET /v1/matters lists yours")
+        raise AccessDenied(404, f"no matter {matter!r} for this key: GET /v1/matters lists yours", matter=matter)
     if ROLES.index(held) < ROLES.index(role):
         raise AccessDenied(
-            403, f"your key may {held} in matter {matter!r}; this needs {role}: ask an admin of the matter"
+            403,
+            f"your key may {held} in matter {matter!r}; this needs {role}: ask an admin of the matter",
+            matter=matter,
         )
     return Caller(principal, matter, held)

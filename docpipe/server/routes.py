@@ -55,7 +55,7 @@ except ImportError:  # pragma: no cover
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from docpipe.access.keys import KeyStore
+    from docpipe.access.keys import KeyStore, Principal
     from docpipe.access.log import AccessLog
     from docpipe.access.matters import MatterDocument, MatterStore
     from docpipe.pipeline import DocPipe
@@ -196,18 +196,34 @@ def _install_routes(app: FastAPI) -> None:
         except AccessDenied as exc:
             raise _http(exc) from None
 
+    def in_matter(request: Request, principal: Principal, requested: str | None, role: str) -> Caller:
+        """Returns the caller in the requested matter; a known user refused a matter (no grant: 404, too
+        low a role: 403) is written to the access log as ``denied``, with the route as the action and why."""
+        try:
+            return choose_matter(principal, requested, role)
+        except AccessDenied as exc:
+            if exc.matter is not None:  # 400s are malformed requests, not attempts on a matter
+                route = request.scope.get("route")
+                audit.record(
+                    user=principal.user,
+                    key_id=principal.key_id,
+                    matter=exc.matter,
+                    action=getattr(route, "name", None) or "request",
+                    outcome="denied",
+                    detail=exc.message,
+                )
+            raise _http(exc) from None
+
     def caller(role: str):
         def dependency(
+            request: Request,
             credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
             x_matter: str | None = Header(
                 None, alias=MATTER_HEADER, description="The matter to act in (default: your key's only matter)."
             ),
             matter: str | None = Query(None, description=f"The matter, if not in the {MATTER_HEADER} header."),
         ) -> Caller:
-            try:
-                return choose_matter(principal_of(credentials), x_matter or matter, role)
-            except AccessDenied as exc:
-                raise _http(exc) from None
+            return in_matter(request, principal_of(credentials), x_matter or matter, role)
 
         return dependency
 
@@ -294,13 +310,12 @@ def _install_routes(app: FastAPI) -> None:
         }
 
     @api.delete("/matters/{matter_name}", response_model=Deleted, summary="Delete a matter")
-    def delete_matter(matter_name: str, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> dict:
+    def delete_matter(
+        matter_name: str, request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
+    ) -> dict:
         """Deletes everything of the matter: its documents (and their PDF, text, indexes and cached answers
         when no other matter holds the same file), answers and reports. Needs the admin role."""
-        try:
-            who = choose_matter(principal_of(credentials), matter_name, "admin")
-        except AccessDenied as exc:
-            raise _http(exc) from None
+        who = in_matter(request, principal_of(credentials), matter_name, "admin")
         with logged(who, "delete_matter"):
             removed = housekeeper.delete_matter(who.matter)
         return {
