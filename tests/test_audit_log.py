@@ -121,10 +121,28 @@ def test_a_line_stripped_of_its_mac_is_reported(tmp_path: Path) -> None:
     done = audit(tmp_path, "--verify")
     assert done.returncode != 0
     assert "line 6 has no MAC after signed lines" in done.stderr, done.stderr
-    # The same at the very start: the first signed line's MAC covers the hash of what came before it.
+    # The same at the very start: the key was made over an empty log, so no line may lack a MAC.
     rewrite(tmp_path, [{k: v for k, v in edited[0].items() if k not in ("mac", "mac_key_id", "seq")}, *edited[1:3]])
     done = audit(tmp_path, "--verify")
-    assert done.returncode != 0 and "line 2 is forged" in done.stderr, done.stderr
+    assert done.returncode != 0 and "line 1 has no MAC, but the log was signed from line 1 on" in done.stderr
+
+
+def test_a_signed_log_rewritten_as_legacy_lines_is_reported(tmp_path: Path) -> None:
+    """Every MAC stripped, one line edited, the chain recomputed, the checkpoint deleted: dressed as a log from
+    before the key. The key was made over an empty log, so no unsigned line is legacy (found by the security
+    probes: this verified with rc 0, and the next append signed over it)."""
+    filled(tmp_path, 8)
+    stripped = [{k: v for k, v in e.items() if k not in ("mac", "mac_key_id", "seq")} for e in entries(tmp_path)]
+    stripped[3]["user"] = "mallory"
+    rewrite(tmp_path, stripped)
+    (tmp_path / "audit" / "checkpoint.json").unlink()
+    done = audit(tmp_path, "--verify")
+    assert done.returncode != 0 and "checkpoint.json is missing" in done.stderr, done.stderr
+    filled(tmp_path, 1)  # the server's next request: it notices, and the log keeps failing
+    done = audit(tmp_path, "--verify")
+    assert done.returncode != 0, done.stdout
+    assert "line 1 has no MAC, but the log was signed from line 1 on" in done.stderr, done.stderr
+    assert "the checkpoint was missing" in entries(tmp_path)[-1]["resumed"]
 
 
 def test_a_rewritten_or_deleted_checkpoint_is_reported(tmp_path: Path) -> None:

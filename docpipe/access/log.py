@@ -45,7 +45,8 @@ __all__ = ["AccessLog", "Verification"]
 logger = logging.getLogger(__name__)
 
 _GENESIS = "0" * 64
-_CHECKPOINT_FORMAT = 1
+# 2: the checkpoint also carries how many unsigned lines from before the key the log may start with.
+_CHECKPOINT_FORMAT = 2
 
 
 def _canonical(data: dict[str, Any]) -> bytes:
@@ -105,15 +106,41 @@ class AccessLog:
     # -- the key ------------------------------------------------------------------------------------------
     def _writing_key(self) -> AuditKey:
         """Returns the audit key, made on first use; ConfigError when the log was signed but its key is gone
-        (a new one would leave every signed line unverifiable: restore the key, or rotate)."""
+        (a new one would leave every signed line unverifiable: restore the key, or rotate).
+
+        Making the key anchors the log at once (`_anchor`): a checkpoint records how many unsigned lines from
+        before the key the log holds. Without that record, stripping every MAC and deleting the checkpoint
+        would turn a signed log into an unsigned "legacy" one that verifies."""
         if self._key is None:
-            if not self.key_path.exists() and (self.checkpoint_path.exists() or self._has_signed_lines()):
+            new = not self.key_path.exists()
+            if new and (self.checkpoint_path.exists() or self._has_signed_lines()):
                 raise ConfigError(
                     f"the audit key {self.key_path} is missing, but the access log was signed with one: restore "
                     "it, or point DOCPIPE_AUDIT_KEY_FILE at it (docs/access-log.md says how to rotate a lost key)"
                 )
-            self._key = AuditKey.load_or_create(self.key_path)
+            key = AuditKey.load_or_create(self.key_path)
+            if new:
+                self._anchor(key)
+            self._key = key
         return self._key
+
+    def _anchor(self, key: AuditKey) -> None:
+        """Writes the first checkpoint of a log whose key was just made, unless one exists (a process that
+        raced to make the same key wrote it): every line the log holds now is legacy, and no later one may be."""
+        try:
+            make_private_dir(self.folder)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StoreError(f"cannot write the access log: {exc.strerror}", path=str(self.path)) from exc
+        with self._lock, os.fdopen(fd, "r+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                if self._load_checkpoint() is None:
+                    last, _ = _last_line(handle)
+                    lines = _count_lines(handle)
+                    self._write_checkpoint(lines, _sha256(last) if last is not None else _GENESIS, key, lines)
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _reading_key(self) -> AuditKey | None:
         """Returns the audit key, or None when there is none (reading never makes one)."""
@@ -194,8 +221,11 @@ class AccessLog:
             seq, prev = 1, _GENESIS
         else:
             prev = _sha256(last)
-            seq, reasons = self._next_seq(handle, last, key, checkpointed=checkpoint is not None)
+            allowed = checkpoint["legacy"] if isinstance(checkpoint, dict) else None
+            seq, reasons = self._next_seq(handle, last, key, legacy=allowed)
         reasons += self._disagreement(checkpoint, key, seq - 1, prev)
+        # The legacy count travels from checkpoint to checkpoint; from one that cannot be trusted, none.
+        legacy = checkpoint["legacy"] if isinstance(checkpoint, dict) and _checkpoint_ok(checkpoint, key) else 0
         entry.update(prev=prev, seq=seq, mac_key_id=key.key_id)
         if reasons:
             entry["resumed"] = "; ".join(reasons)[:300]
@@ -207,11 +237,12 @@ class AccessLog:
         handle.flush()
         os.fsync(handle.fileno())
         # After the line: a crash in between leaves the checkpoint one line behind, which verify accepts.
-        self._write_checkpoint(seq, _sha256(line), key)
+        self._write_checkpoint(seq, _sha256(line), key, legacy)
 
-    def _next_seq(self, handle: BinaryIO, last: bytes, key: AuditKey, *, checkpointed: bool) -> tuple[int, list[str]]:
+    def _next_seq(self, handle: BinaryIO, last: bytes, key: AuditKey, *, legacy: int | None) -> tuple[int, list[str]]:
         """Returns the next line's number and, when the last line cannot be trusted, why: a signed last line
-        gives its own number; otherwise the lines are counted."""
+        gives its own number; otherwise the lines are counted, and an unsigned last line is trusted only among
+        the `legacy` lines the checkpoint allows (None: no checkpoint, which `_disagreement` reports)."""
         try:
             previous = json.loads(last)
         except ValueError:
@@ -225,15 +256,15 @@ class AccessLog:
         count = _count_lines(handle)
         if previous is None:
             return count + 1, ["the last line was not a JSON entry"]
-        # An unsigned line: legacy when nothing was signed yet, else added without the key.
-        return count + 1, ["the last line had no MAC"] if checkpointed else []
+        # An unsigned line: legacy when the log held it before the key was made, else added without the key.
+        return count + 1, ["the last line had no MAC"] if legacy is not None and count > legacy else []
 
     def _disagreement(self, checkpoint: dict[str, Any] | str | None, key: AuditKey, lines: int, head: str) -> list[str]:
         """Returns why the checkpoint and the log's end (`lines`, the last line's hash `head`) disagree: empty
         when they agree, or when there is no checkpoint because nothing was signed yet."""
         if checkpoint is None:
-            # No checkpoint: a log from before keying (its lines are legacy), or a checkpoint deleted.
-            return ["the checkpoint was missing"] if lines and self._has_signed_lines() else []
+            # Making the key wrote one (`_anchor`), so a keyed log without a checkpoint lost it.
+            return ["the checkpoint was missing"] if lines else []
         if isinstance(checkpoint, str):
             return [checkpoint]
         if checkpoint.get("mac_key_id") != key.key_id:
@@ -265,12 +296,21 @@ class AccessLog:
             not isinstance(data, dict)
             or not isinstance(data.get("lines"), int)
             or not isinstance(data.get("head"), str)
+            or not isinstance(data.get("legacy"), int)
         ):
             return "the checkpoint is not a checkpoint"
         return data
 
-    def _write_checkpoint(self, lines: int, head: str, key: AuditKey) -> None:
-        data: dict[str, Any] = {"format": _CHECKPOINT_FORMAT, "lines": lines, "head": head, "mac_key_id": key.key_id}
+    def _write_checkpoint(self, lines: int, head: str, key: AuditKey, legacy: int) -> None:
+        """Replaces the checkpoint: `lines` in the log, the last one's hash `head`, and `legacy`, how many
+        unsigned lines from before the key the log starts with, all under the checkpoint's MAC."""
+        data: dict[str, Any] = {
+            "format": _CHECKPOINT_FORMAT,
+            "lines": lines,
+            "head": head,
+            "legacy": legacy,
+            "mac_key_id": key.key_id,
+        }
         data["mac"] = key.checkpoint_mac(_canonical(data))
         try:
             atomic_write(self.checkpoint_path, _canonical(data) + b"\n")
@@ -359,6 +399,9 @@ class AccessLog:
         legacy: tuple[int, int] | None = None
         heads: dict[int, str] = {}
         wanted = {n for n in (_recorded(checkpoint), expect_head[0] if expect_head else None) if n}
+        # How many unsigned lines the log may start with, as recorded when it was keyed (the checkpoint's MAC is
+        # checked at the end: a forged count fails there).
+        allowed = checkpoint["legacy"] if isinstance(checkpoint, dict) else None
 
         def broken(problem: str, line: int | None = None) -> Verification:
             return Verification(False, count, previous, problem, line, legacy, checkpoint is not None)
@@ -402,6 +445,12 @@ class AccessLog:
                 return broken(
                     f"line {count} has no MAC after signed lines: it was added or changed without the key", count
                 )
+            elif allowed is not None and count > allowed:
+                return broken(
+                    f"line {count} has no MAC, but the log was signed from line {allowed + 1} on: it was added, or "
+                    "stripped of its MAC, without the key",
+                    count,
+                )
             else:
                 legacy = (legacy[0] if legacy else count, count)
             previous = _sha256(line)
@@ -427,9 +476,12 @@ class AccessLog:
 
         note = None
         if checkpoint is None:
-            if signed:
+            # Making the key writes the first checkpoint, so a keyed log without one lost it: perhaps with its
+            # lines' MACs, which would otherwise pass for lines from before the key.
+            if signed or (key is not None and count):
                 return broken(
-                    f"the checkpoint {self.checkpoint_path} is missing: lines may have been removed from the end"
+                    f"the checkpoint {self.checkpoint_path} is missing: lines may have been removed from the end, "
+                    "or stripped of their MACs"
                 )
         elif isinstance(checkpoint, str):
             return broken(f"{checkpoint} ({self.checkpoint_path}): it was changed")
