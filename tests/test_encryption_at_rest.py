@@ -309,6 +309,33 @@ def test_server_records_are_sealed(served_with_key, tmp_path: Path, sample_pdf: 
         assert record.read_bytes().startswith(MAGIC)
 
 
+@pytest.mark.integration
+def test_a_server_without_the_key_says_its_store_is_locked_and_keeps_it(
+    tmp_path: Path, key_file: Path, sample_pdf: Path
+) -> None:
+    from test_server import serving, upload
+
+    home = tmp_path / "home"
+    with serving(home, "--engine", "echo", "--no-ui", env={"DOCPIPE_STORE_KEY_FILE": str(key_file)}) as served:
+        up = upload(served, sample_pdf.read_bytes())
+        assert up.status_code == 200, up.text
+    before = _listing(home / "docs")
+    with serving(home, "--engine", "echo", "--no-ui") as served:  # restarted without the key
+        asked = httpx.post(
+            f"{served.url}/v1/documents/{up.json()['id']}/ask",
+            json={"question": QUESTION},
+            headers=served.headers,
+            timeout=60,
+        )
+        log = served.log.read_text(errors="replace")
+    assert asked.status_code == 500, asked.text
+    error = asked.json()["error"]
+    assert error["type"] == "server_misconfigured" and "store key" in error["message"], error
+    assert "DOCPIPE_STORE_KEY" not in asked.text and str(home) not in asked.text  # the operator's, in the log
+    assert "StoreKeyError" in log and "DOCPIPE_STORE_KEY_FILE" in log
+    assert _listing(home / "docs") == before  # nothing taken for damage and rebuilt
+
+
 def test_review_jobs_and_saved_answers_are_sealed_and_read_back(tmp_path: Path, key_file: Path) -> None:
     from docpipe.server.jobs import Job, JobStore
     from docpipe.server.storage import ResultStore

@@ -32,6 +32,7 @@ from docpipe.errors import (
     NoTextError,
     PasswordRequiredError,
     StoreError,
+    StoreKeyError,
     TooMuchTextError,
     WrongPasswordError,
 )
@@ -69,6 +70,7 @@ _STATUS: list[tuple[type[DocpipeError], int, str]] = [
     (BusyError, 503, "busy"),
     (EngineError, 502, "engine_error"),
     (DependencyError, 500, "server_misconfigured"),
+    (StoreKeyError, 500, "server_misconfigured"),
     (StoreError, 500, "store_error"),
 ]
 
@@ -121,6 +123,12 @@ def _http_message(exc: DocpipeError) -> str:
         return f"the answer engine is unavailable, try again in a moment ({exc})"
     if _out_of_space(exc):
         return _NO_SPACE_MESSAGE
+    if isinstance(exc, StoreKeyError):
+        # Which variable or key file to set is the operator's business (the log has it), not a client's.
+        return (
+            "the server cannot open its encrypted store: its operator must start it with the store key; "
+            "the cause is in the server log"
+        )
     if isinstance(exc, StoreError):
         # The library's message names the store's folder: the operator's to see (in the log), not a client's.
         return (
