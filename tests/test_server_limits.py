@@ -25,6 +25,8 @@ from test_server_hardening import SOCKET_S, connect, head, read_until_closed, se
 from test_server_matters import docpipe_cli, new_key
 from test_server_review import Client as ReviewClient
 
+from docpipe.access.log import AccessLog
+
 pytestmark = pytest.mark.integration
 
 
@@ -435,3 +437,10 @@ def test_the_retention_sweep_leaves_nothing_of_old_uploads_and_keeps_the_rest(tm
             assert c.post(f"/v1/documents/{ids['id']}/ask", json={"question": LAW}).status_code == 200
         assert b.get(f"/v1/jobs/{in_b['job']['id']}").json()["state"] == "done"
         assert {"docs", "matters", "serve/answers", "jobs"} <= _places(_files_holding(home, shared["id"], "Ashgrove"))
+    # The sweep says what it purged, where no user route would: one line per document and matter, verified.
+    purges = [e for e in AccessLog(home).read() if e["action"] == "retention_purge"]
+    assert sorted((e["matter"], e["document"]) for e in purges) == sorted(
+        [("deal-a", old["id"]), ("deal-a", shared["id"])]
+    )
+    assert all(e["user"] == "retention" and "30 days" in e["detail"] for e in purges)
+    assert AccessLog(home).verify().intact

@@ -279,7 +279,7 @@ def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Met
     app.state.matters = MatterStore(dp.store.root)
     app.state.audit = AccessLog(dp.store.root, key_file=dp.settings.audit_key_file)
     app.state.audit.prepare()  # the wrong audit key fails here, not at the first request
-    app.state.housekeeper = Housekeeper(dp, app.state.matters, results)
+    app.state.housekeeper = Housekeeper(dp, app.state.matters, results, audit=app.state.audit)
     app.state.analyses = asyncio.Semaphore(max(1, options.max_concurrent_analyses))
     _install_error_handlers(app)
     # Before the routes: this /metrics is matched first (routes.py's unguarded one is to be removed).

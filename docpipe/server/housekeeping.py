@@ -19,6 +19,7 @@ from docpipe.server.jobs import JobRunner, JobStore
 from docpipe.server.storage import ResultStore
 
 if TYPE_CHECKING:
+    from docpipe.access.log import AccessLog
     from docpipe.pipeline import DocPipe
 
 __all__ = ["Housekeeper", "Removed"]
@@ -59,8 +60,11 @@ class Housekeeper:
         matters: MatterStore | None = None,
         results: ResultStore | None = None,
         jobs: JobRunner | JobStore | None = None,
+        audit: AccessLog | None = None,
     ) -> None:
         self.dp = dp
+        # Where the retention sweep says what it deleted: no user asked for it, so no route logs it.
+        self.audit = audit
         self.matters = matters or MatterStore(dp.store.root)
         self.results = results or ResultStore(dp.store.root / "serve", sealer=dp.store.sealer)
         # Review jobs: their grids quote the documents. A server passes its runner (unfinished jobs are
@@ -174,5 +178,15 @@ class Housekeeper:
             for record in self.matters.documents(matter):
                 if record.added < cutoff:
                     removed += self.remove(matter, record.id)
+                    if self.audit is not None:
+                        self.audit.record(
+                            user="retention",
+                            key_id="retention",
+                            matter=matter,
+                            action="retention_purge",
+                            document=record.id,
+                            detail=f"uploaded {(time.time() - record.added) / 86400:.1f} days ago; "
+                            f"the policy keeps {max_age_s / 86400:g} days",
+                        )
         logger.info("retention sweep: %s", removed)
         return removed
