@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import hashlib
+import io
 import json
 import resource
 import signal
@@ -92,6 +93,53 @@ def test_a_disk_full_mid_upload_is_507_leaves_nothing_half_written_and_recovers(
         assert answer.status_code == 200, answer.text
         assert answer.json()["answers"][0]["citations"], answer.json()
         assert _half_written(home) == []
+
+
+def _add_to_collection(served: Served, files: dict[str, bytes]) -> dict:
+    created = httpx.post(f"{served.url}/v1/collections", json={"name": "room"}, headers=served.headers, timeout=30)
+    assert created.status_code in (200, 201), created.text
+    added = httpx.post(
+        f"{served.url}/v1/collections/room/documents",
+        files=[("file", (name, data, "application/pdf")) for name, data in files.items()],
+        headers=served.headers,
+        timeout=120,
+    )
+    assert added.status_code == 200, added.text
+    return added.json()
+
+
+def test_a_file_failing_in_a_collection_add_leaves_nothing_in_the_store(tmp_path: Path, sample_pdf: Path) -> None:
+    """As with an upload: a file of a collection add that fails (its password missing; the disk full under its
+    index) leaves nothing of it in the store, where no matter holds it and no DELETE or sweep would reach it.
+    The files that went in stay; the same file added once space is back goes in."""
+    import pypdf
+
+    writer = pypdf.PdfWriter(clone_from=pypdf.PdfReader(io.BytesIO(contract_pdf("1. Price. Ten (10) dollars."))))
+    writer.encrypt("pw", algorithm="AES-256")
+    locked = io.BytesIO()
+    writer.write(locked)
+    ok = contract_pdf("1. Term. This Agreement lasts three (3) years.")
+    home = tmp_path / "home"
+    with serving_options(home, preexec=_ignore_sigxfsz) as served:
+        report = _add_to_collection(served, {"ok.pdf": ok, "locked.pdf": locked.getvalue()})
+        assert [m["name"] for m in report["added"]] == ["ok.pdf"]
+        assert [f["file"] for f in report["failed"]] == ["locked.pdf"] and "encrypted" in report["failed"][0]["reason"]
+        assert (home / "docs" / hashlib.sha256(ok).hexdigest()).is_dir()
+        assert not (home / "docs" / hashlib.sha256(locked.getvalue()).hexdigest()).exists()
+
+        data = sample_pdf.read_bytes()
+        doc_id = hashlib.sha256(data).hexdigest()
+        pid = served.process.pid
+        soft, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, (FULL_AT, hard))
+        try:
+            report = _add_to_collection(served, {"msa.pdf": data})
+        finally:
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, hard))
+        assert report["added"] == [] and [f["file"] for f in report["failed"]] == ["msa.pdf"], report
+        assert [p for p in _tree(home) if doc_id in p] == [] and _half_written(home) == []
+        report = _add_to_collection(served, {"msa.pdf": data})
+        assert [m["name"] for m in report["added"]] == ["msa.pdf"], report
 
 
 # -- limit_concurrency --------------------------------------------------------------------------------------------

@@ -261,9 +261,15 @@ def install_collection_routes(app: FastAPI, kit: RouteKit) -> None:
                 digests[target.name] = record.id
                 files.append(target)
             owner = who.user if _is_key(who) else None  # a user's files take at most all but one slot
-            with kit.logged(who, "collection_add", detail=f"collection {coll.name}"):
+            # A file that fails leaves nothing in the store (as an upload's does): no matter would hold it, so
+            # neither a DELETE nor the retention sweep could reach what it left there.
+            with (
+                app.state.housekeeper.uploads(list(digests.values()), raising_fails_all=False) as gone,
+                kit.logged(who, "collection_add", detail=f"collection {coll.name}"),
+            ):
                 report = await run_in_threadpool(coll.add, files, password=password or None, owner=owner)
                 await run_in_threadpool(_record_in_matter, kit, who, report.added, report.present, _is_key(who))
+                gone.update(digests[label] for label, _reason in report.failed if label in digests)
         finally:
             shutil.rmtree(batch, ignore_errors=True)
         failed += [(label, _without_paths(reason, batch, dp.store.root)) for label, reason in report.failed]

@@ -82,23 +82,46 @@ class Housekeeper:
         (the PDF and its text are kept before the index, which a full disk can refuse), unless the store held
         the document before, a matter holds it, or another upload of it is still under way here: otherwise the
         contract would stay on disk where neither a DELETE (no matter holds it) nor the sweep reaches it."""
+        with self.uploads([doc_id]) as failed:
+            try:
+                yield
+            except BaseException:
+                failed.add(doc_id)
+                raise
+
+    @contextlib.contextmanager
+    def uploads(self, doc_ids: list[str], *, raising_fails_all: bool = True) -> Iterator[set[str]]:
+        """`upload` for several files at once (a collection add, where one file failing does not raise): the
+        caller adds the ids of the files that failed to the set it is given; when the block raises, all of them
+        count as failed, unless `raising_fails_all` is False (some may have become members of a collection
+        before the error: only those named failed go)."""
+        ids = list(dict.fromkeys(doc_ids))
         with self._upload_lock:
-            if not self._uploading[doc_id]:
-                self._fresh[doc_id] = not self.dp.store.doc_dir(doc_id).exists()
-            self._uploading[doc_id] += 1
-        failed = False
+            for doc_id in ids:
+                if not self._uploading[doc_id]:
+                    self._fresh[doc_id] = not self.dp.store.doc_dir(doc_id).exists()
+                self._uploading[doc_id] += 1
+        failed: set[str] = set()
         try:
-            yield
+            yield failed
         except BaseException:
-            failed = True
+            if raising_fails_all:
+                failed.update(ids)
             raise
         finally:
             with self._upload_lock:
-                self._uploading[doc_id] -= 1
-                if not self._uploading[doc_id]:
+                for doc_id in ids:
+                    self._uploading[doc_id] -= 1
+                    if self._uploading[doc_id]:
+                        continue
                     del self._uploading[doc_id]
                     fresh = self._fresh.pop(doc_id)
-                    if failed and fresh and not self.matters.holders(doc_id) and self.dp.store.delete_document(doc_id):
+                    if (
+                        doc_id in failed
+                        and fresh
+                        and not self.matters.holders(doc_id)
+                        and self.dp.store.delete_document(doc_id)
+                    ):
                         logger.info("removed what a failed upload of %s left in the store", doc_id[:12])
 
     def _settle(self, doc_id: str) -> Removed:
