@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import httpx
@@ -212,6 +214,27 @@ def test_deleting_a_matter_keeps_a_file_another_matter_holds(world: dict, sample
     assert erin_w.ask(doc_id, {"question": QUESTION}).status_code == 200  # deal-w still holds the file
 
 
+def _wait_for_an_extraction_worker(served: Served, upload: Future) -> None:
+    """Returns once the server runs an extraction worker (``python -I -c ...``, started only by a slot's holder),
+    i.e. once the slow `upload` holds its slot. Probing before that raced it: a probe that took the slot first
+    made the slow upload wait past QUEUE_WAIT_S and give up as busy, and then every probe got in (seen under
+    load). Fails if the upload ends first or no worker starts within a minute."""
+    deadline = time.monotonic() + 60
+    while True:
+        for entry in Path("/proc").iterdir():
+            try:
+                stat = (entry / "stat").read_text()
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except (OSError, ValueError):
+                continue  # not a process, or one that ended meanwhile
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            if parent == served.process.pid and argv[1:3] == [b"-I", b"-c"]:
+                return
+        assert not upload.done(), f"the slow upload ended before it was seen extracting: {upload.result().text}"
+        assert time.monotonic() < deadline, "no extraction worker started within a minute"
+        time.sleep(0.02)
+
+
 def test_a_busy_extractor_answers_503_with_retry_after_but_stored_documents_pass(
     tmp_path: Path, sample_pdf: Path, eval_dir: Path
 ) -> None:
@@ -232,12 +255,8 @@ def test_a_busy_extractor_answers_503_with_retry_after_but_stored_documents_pass
         assert local.upload(sample_pdf.read_bytes(), "msa.pdf").status_code == 200
         with ThreadPoolExecutor(1) as pool:
             holder = pool.submit(local.upload, slow, "ceres.pdf")
-            # Wait until the slow upload holds the slot: a probe of new bytes is refused once it does.
-            for attempt in range(60):
-                probe = local.upload(sample_pdf.read_bytes() + f"\n% probe {attempt}\n".encode(), "new.pdf")
-                if probe.status_code == 503:
-                    break
-                assert probe.status_code == 200, probe.text
+            _wait_for_an_extraction_worker(served, holder)  # the slow upload holds the slot
+            probe = local.upload(sample_pdf.read_bytes() + b"\n% probe\n", "new.pdf")
             assert_error(probe, 503, "busy", "try again")
             assert int(probe.headers["Retry-After"]) >= 1
             again = local.upload(sample_pdf.read_bytes(), "msa.pdf")
@@ -266,10 +285,8 @@ def test_one_users_slow_uploads_leave_a_slot_for_everyone_else(
         m, a = Client(served, mallory), Client(served, alice)
         with ThreadPoolExecutor(1) as pool:
             holder = pool.submit(m.upload, slow, "ceres.pdf")
-            for attempt in range(60):  # until the slow upload holds its slot
-                probe = m.upload(sample_pdf.read_bytes() + f"\n% probe {attempt}\n".encode(), "more.pdf")
-                if probe.status_code == 503:
-                    break
+            _wait_for_an_extraction_worker(served, holder)  # the slow upload holds its slot
+            probe = m.upload(sample_pdf.read_bytes() + b"\n% probe\n", "more.pdf")
             assert_error(probe, 503, "busy", "your other upload")
             mine = a.upload(sample_pdf.read_bytes() + b"\n% alice\n", "alice.pdf")
             assert mine.status_code == 200, mine.text
