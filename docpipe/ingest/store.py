@@ -13,8 +13,9 @@ The store holds contract text, so it is private to its owner: the root and every
 writes of a document (source, extraction records, index files and their manifests) is also sealed with
 AES-256-GCM, bound to its place; files written before the key was set stay readable, and `seal_plain_files`
 seals them. An index manifest's checksums are of the bytes on disk (ciphertext when sealed): damage is found
-before any key is needed, and no hash of a document's text is left beside it for a guess to be checked against. A document is deleted by renaming its folder to a tombstone
-(``docs/.<doc id>.deleted-<random>``) and then removing that, so a reader sees the whole folder or none.
+before any key is needed, and no hash of a document's text is left beside it for a guess to be checked
+against. A document is deleted by renaming its folder to a tombstone (``docs/.<doc id>.deleted-<random>``)
+and then removing that, so a reader sees the whole folder or none.
 """
 
 from __future__ import annotations
