@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from docpipe.access.store_key import store_sealer
 from docpipe.answer import core
+from docpipe.answer.stored_vectors import with_stored_vectors
 from docpipe.dataroom.handle import AddProgress, AddReport, Collection
 from docpipe.dataroom.mixin import CollectionMixin
 from docpipe.errors import ConfigError, InputError
@@ -58,11 +59,6 @@ def _unnamed(doc_id: str) -> str:
 
 
 T = TypeVar("T")
-
-#: Beside a stored index: the sentence embeddings of the sections offline answers have quoted from.
-SENTENCE_VECTORS = "sentences.npz"
-# In an index's sentence cache: how many sections' embeddings the store's copy holds.
-_SAVED = "saved:"
 
 
 class DocPipe(CollectionMixin, ReviewMixin):
@@ -523,31 +519,9 @@ class DocPipe(CollectionMixin, ReviewMixin):
         return run() if self.engine is not None else self._with_stored_vectors(index, run)
 
     def _with_stored_vectors(self, index: SearchIndex, answer: Callable[[], T]) -> T:
-        """Runs `answer` (offline answers or checklist candidates) with the sentence embeddings the store holds
-        for `index`'s document, then stores those it added: asking again, even from a new process, embeds
-        nothing. A damaged file is ignored (the embeddings are made again)."""
-        from docpipe.answer import extractive
-
-        cache = index.sentence_cache
-        name = f"{self.store.index_dir(index.doc.id, self.fingerprint).name}/{SENTENCE_VECTORS}"
-        path = self.store.doc_dir(index.doc.id) / name
-        if _SAVED not in cache:
-            try:
-                stored = self.store.read_file(index.doc.id, name)
-                if stored is not None:
-                    extractive.load_vectors(stored, cache)
-            except (OSError, ValueError, KeyError) as exc:
-                logger.warning("ignoring unreadable %s (%s); its embeddings are made again", path, exc)
-            cache[_SAVED] = extractive.stored_sections(cache)
-        result = answer()
-        count = extractive.stored_sections(cache)
-        if count > cache[_SAVED]:
-            try:
-                self.store.write_file(index.doc.id, name, extractive.dump_vectors(cache))
-                cache[_SAVED] = count
-            except OSError as exc:
-                logger.warning("cannot store sentence embeddings at %s (%s)", path, exc)
-        return result
+        """Returns what `answer` returns, run with the sentence embeddings this store holds for the document
+        (`docpipe.answer.stored_vectors`)."""
+        return with_stored_vectors(self.store, self.fingerprint, index, answer)
 
     def close(self) -> None:
         """Releases the answer engine docpipe loaded (an in-process vLLM engine holds the GPU) and the

@@ -198,7 +198,7 @@ class _CountingEmbedder:
 @pytest.mark.integration
 def test_a_new_process_reuses_the_stored_sentence_embeddings(sample_pipe) -> None:
     from docpipe import DocPipe
-    from docpipe.pipeline import SENTENCE_VECTORS
+    from docpipe.answer.stored_vectors import SENTENCE_VECTORS
 
     dp, doc = sample_pipe
     question = "Which insurance must the Provider carry, and with what limits?"
@@ -271,7 +271,7 @@ def test_a_planted_pickle_in_the_stored_embeddings_is_never_run(sample_pipe, tmp
     import numpy as np
 
     from docpipe import DocPipe
-    from docpipe.pipeline import SENTENCE_VECTORS
+    from docpipe.answer.stored_vectors import SENTENCE_VECTORS
 
     dp, doc = sample_pipe
     question = "Who owns the intellectual property in the deliverables?"
