@@ -42,6 +42,19 @@ def _ignore_sigxfsz() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
+@contextlib.contextmanager
+def _disk_full(served: Served) -> Iterator[None]:
+    """While the block runs, the running server can write no file past FULL_AT bytes (RLIMIT_FSIZE lowered with
+    prlimit: its writes fail with EFBIG, as on a full disk); then the limit is lifted, as when space is freed."""
+    pid = served.process.pid
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (FULL_AT, hard))
+    try:
+        yield
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, hard))
+
+
 def _half_written(home: Path) -> list[str]:
     """Returns what a write cut short may leave: temp files, upload spools, index entries without a manifest."""
     left = [p for p in home.rglob("*") if p.name.endswith(".tmp") or p.parent.name == "tmp"]
@@ -66,10 +79,7 @@ def test_a_disk_full_mid_upload_is_507_leaves_nothing_half_written_and_recovers(
         short_id = stored.json()["id"]
         data = sample_pdf.read_bytes()
         doc_id = hashlib.sha256(data).hexdigest()
-        pid = served.process.pid
-        soft, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
-        resource.prlimit(pid, resource.RLIMIT_FSIZE, (FULL_AT, hard))
-        try:
+        with _disk_full(served):
             refused = upload(served, data, name="msa.pdf")
             message = assert_error(refused, 507, "insufficient_storage", "try again later", "free disk space")
             assert str(home) not in refused.text and "/" not in message
@@ -80,8 +90,6 @@ def test_a_disk_full_mid_upload_is_507_leaves_nothing_half_written_and_recovers(
             assert ask(served, short_id, {"question": "How long does the agreement last?"}).status_code == 200
             assert_error(httpx.get(f"{served.url}/v1/documents/{doc_id}", timeout=10), 404, "not_found")
             assert_error(ask(served, doc_id, {"question": QUESTION}), 404, "not_found")
-        finally:
-            resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, hard))
         assert "cannot write the index" in served.log_tail(), served.log_tail()  # it failed mid-ingest
         assert _half_written(home) == []
         # Nor is the contract kept whole where no DELETE (no matter holds it) and no sweep would find it.
@@ -129,13 +137,8 @@ def test_a_file_failing_in_a_collection_add_leaves_nothing_in_the_store(tmp_path
 
         data = sample_pdf.read_bytes()
         doc_id = hashlib.sha256(data).hexdigest()
-        pid = served.process.pid
-        soft, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
-        resource.prlimit(pid, resource.RLIMIT_FSIZE, (FULL_AT, hard))
-        try:
+        with _disk_full(served):
             report = _add_to_collection(served, {"msa.pdf": data})
-        finally:
-            resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, hard))
         assert report["added"] == [] and [f["file"] for f in report["failed"]] == ["msa.pdf"], report
         assert [p for p in _tree(home) if doc_id in p] == [] and _half_written(home) == []
         report = _add_to_collection(served, {"msa.pdf": data})

@@ -23,6 +23,7 @@ content, and a guess cannot be confirmed without the key.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import hmac
@@ -127,6 +128,16 @@ class AccessLog:
     def _anchor(self, key: AuditKey) -> None:
         """Writes the first checkpoint of a log whose key was just made, unless one exists (a process that
         raced to make the same key wrote it): every line the log holds now is legacy, and no later one may be."""
+        with self._writing() as handle:
+            if self._load_checkpoint() is None:
+                last, _ = _last_line(handle)
+                lines = _count_lines(handle)
+                self._write_checkpoint(lines, _sha256(last) if last is not None else _GENESIS, key, lines)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[BinaryIO]:
+        """Yields the log opened for appending (0600, made if missing) under this process's lock and the file
+        lock every server process takes to append to the same chain."""
         try:
             make_private_dir(self.folder)
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
@@ -135,10 +146,7 @@ class AccessLog:
         with self._lock, os.fdopen(fd, "r+b") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
-                if self._load_checkpoint() is None:
-                    last, _ = _last_line(handle)
-                    lines = _count_lines(handle)
-                    self._write_checkpoint(lines, _sha256(last) if last is not None else _GENESIS, key, lines)
+                yield handle
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
@@ -198,17 +206,8 @@ class AccessLog:
         }
         if detail:
             entry["detail"] = detail[:200]
-        try:
-            make_private_dir(self.folder)
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise StoreError(f"cannot write the access log: {exc.strerror}", path=str(self.path)) from exc
-        with self._lock, os.fdopen(fd, "r+b") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)  # other server processes append to the same chain
-            try:
-                self._append(handle, entry, key)
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with self._writing() as handle:
+            self._append(handle, entry, key)
         return entry
 
     def _append(self, handle: BinaryIO, entry: dict[str, Any], key: AuditKey) -> None:
