@@ -37,7 +37,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	touch $@
 
 $(VENV)/.installed-engine: $(VENV)/.installed
-	$(PIP) install -q $(PIP_C) -e '.[dev,cpu,redis,ui,serve,ocr,ray]'
+	$(PIP) install -q $(PIP_C) -e '.[dev,cpu,redis,ui,serve,ocr,ray,docs]'
 	# PyPI's torchvision/torchaudio/torchcodec/triton are built against CUDA torch and break
 	# `import transformers` / `from vllm import LLM` beside the CPU build.
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true
@@ -61,8 +61,14 @@ endif
 	$(VENV)/bin/mypy
 
 # DOCPIPE_REQUIRE_SYSTEM_TOOLS=1: a browser or Redis test that cannot run fails instead of skipping.
-test: lint install-engine system-deps
+test: lint docs install-engine system-deps
 	DOCPIPE_REQUIRE_SYSTEM_TOOLS=1 $(PY) -m pytest -q
+
+# The documentation site (mkdocs.yml, docs/) into site/, git-ignored; --strict: a warning (a broken link, a
+# docstring the API pages cannot render) fails the build. .PHONY because docs/ is a folder.
+.PHONY: docs
+docs: install-engine
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir site
 
 test-fast: $(VENV)/.installed-dev
 	$(PY) -m pytest -q -m "not integration"

@@ -106,7 +106,7 @@ def compare(files: list[Path]) -> dict:
 
 def whole(files: list[Path], questions: int, home: Path | None) -> dict:
     from docpipe import DocPipe
-    from docpipe.dataroom.handle import AddProgress
+    from docpipe.collection.handle import AddProgress
 
     home = home or Path(tempfile.mkdtemp(prefix="docpipe-coll-whole-"))
     embedder, load_s = _embedder("auto")

@@ -468,8 +468,8 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
     """Writes the real collection's data for the children to `args.data`; returns what the report needs of it."""
     import faiss
 
+    from docpipe.ingest import build
     from docpipe.pipeline import DocPipe
-    from docpipe.retrieve import build
 
     before = rss_bytes()
     dp = DocPipe()

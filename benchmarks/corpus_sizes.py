@@ -105,7 +105,7 @@ def record_cost(sizes: tuple[int, ...] = (1_000, 10_000, 100_000), repeats: int 
     """Returns the median time of adding one member to a collection record of each size, and the record's size."""
     import hashlib
 
-    from docpipe.ingest.collections import CollectionStore, Member
+    from docpipe.storage.collections import CollectionStore, Member
 
     root = Path(tempfile.mkdtemp(prefix="docpipe-corpus-records-"))
     out: dict[str, Any] = {}

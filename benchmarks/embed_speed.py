@@ -60,8 +60,8 @@ def sample_passages(embedder: Any, pdf: Path = PDF) -> list[str]:
     from docpipe.ingest.extract import extract_pages
     from docpipe.ingest.passages import embedding_text, make_passages
     from docpipe.ingest.sections import split_sections
-    from docpipe.ingest.tokens import get_token_counter
     from docpipe.settings import Settings
+    from docpipe.tokens import get_token_counter
     from docpipe.types import Document
 
     settings = Settings(home=Path(tempfile.gettempdir()) / "docpipe-bench-unused")

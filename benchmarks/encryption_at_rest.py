@@ -72,7 +72,7 @@ def _one(pdf: Path, key: str | None, embedder) -> dict[str, float]:
 def _throughput(embedder, key: str) -> dict[str, float]:
     """Returns MB/s of sealing and of opening the files of one plain store of the longest contract."""
     from docpipe import DocPipe
-    from docpipe.ingest.sealing import Sealer, parse_key
+    from docpipe.storage.sealing import Sealer, parse_key
 
     home = Path(tempfile.mkdtemp(prefix="docpipe-bench-seal-"))
     try:
@@ -105,7 +105,7 @@ def _throughput(embedder, key: str) -> dict[str, float]:
 def main() -> None:
     from docpipe import Settings
     from docpipe.embed.base import load_embedder
-    from docpipe.ingest.sealing import new_key_text
+    from docpipe.storage.sealing import new_key_text
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each (contract, mode)")

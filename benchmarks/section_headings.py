@@ -32,8 +32,8 @@ if str(ROOT) not in sys.path:  # run from a fresh clone without `pip install -e 
 from docpipe.errors import DocpipeError
 from docpipe.ingest import sections as after
 from docpipe.ingest.extract import extract_pages
-from docpipe.ingest.tokens import get_token_counter
 from docpipe.settings import ChunkingSettings, ExtractionSettings
+from docpipe.tokens import get_token_counter
 from docpipe.types import Document
 
 EVAL = ROOT.parent / "shared" / "eval"

@@ -36,10 +36,10 @@ _EXPORTS = {
     "GenerationRequest": "docpipe.engine.base",
     "GenerationResult": "docpipe.engine.base",
     "DocPipe": "docpipe.pipeline",
-    "Collection": "docpipe.dataroom.handle",
-    "AddReport": "docpipe.dataroom.handle",
-    "AddProgress": "docpipe.dataroom.handle",
-    "Member": "docpipe.ingest.collections",
+    "Collection": "docpipe.collection.handle",
+    "AddReport": "docpipe.collection.handle",
+    "AddProgress": "docpipe.collection.handle",
+    "Member": "docpipe.storage.collections",
     "ReviewGrid": "docpipe.review.grid",
     "ReviewProgress": "docpipe.review.run",
     "ReviewCancelled": "docpipe.review.run",
@@ -134,7 +134,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     from docpipe.analysis.report import CategoryFinding, ContractReport
     from docpipe.answer.streaming import AnswerEvent
     from docpipe.audit import AuditManifest
-    from docpipe.dataroom.handle import AddProgress, AddReport, Collection
+    from docpipe.collection.handle import AddProgress, AddReport, Collection
     from docpipe.embed.hashing import HashingEmbedder
     from docpipe.engine.base import Engine, GenerationRequest, GenerationResult
     from docpipe.engine.fake import EchoEngine
@@ -161,9 +161,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         TooMuchTextError,
         WrongPasswordError,
     )
-    from docpipe.ingest.collections import Member
     from docpipe.pipeline import DocPipe
     from docpipe.review.grid import ReviewGrid
     from docpipe.review.run import ReviewCancelled, ReviewProgress
     from docpipe.settings import Settings
+    from docpipe.storage.collections import Member
     from docpipe.types import Answer, Citation, Document, Hit, Page, PageStatus, Passage, Section

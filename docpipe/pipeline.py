@@ -2,7 +2,7 @@
 
 The facade only: it holds the settings, the store, the loaded indexes, the lazily loaded embedder, engine and
 answer cache, and the extraction slots, and hands them as explicit arguments to the stages that do the work:
-`docpipe.retrieve.build` (index build, load, access), `docpipe.retrieve.fusion` (ranking and context),
+`docpipe.ingest.build` (index build, load, access), `docpipe.retrieve.fusion` (ranking and context),
 `docpipe.answer.core` (requests, cache keys, the cached batch, finished answers), `docpipe.answer.streaming`
 and `docpipe.analysis.analyze`.
 """
@@ -21,18 +21,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from docpipe.access.store_key import store_sealer
 from docpipe.answer import core
 from docpipe.answer.stored_vectors import with_stored_vectors
-from docpipe.dataroom.handle import AddProgress, AddReport, Collection
-from docpipe.dataroom.mixin import CollectionMixin
+from docpipe.collection.handle import AddProgress, AddReport, Collection
+from docpipe.collection.mixin import CollectionMixin
 from docpipe.errors import ConfigError, InputError
-from docpipe.ingest.collections import Member
+from docpipe.ingest import build
+from docpipe.ingest.build import BatchProgress, Source
 from docpipe.ingest.slots import ExtractionSlots
-from docpipe.ingest.store import Store, sha256_hex
-from docpipe.retrieve import build
-from docpipe.retrieve.build import BatchProgress, Source
 from docpipe.retrieve.collection import CollectionIndex
 from docpipe.retrieve.fusion import SearchIndex, context_limits, fit_budget, select_context
 from docpipe.review.mixin import ReviewMixin
 from docpipe.settings import Settings, load_settings
+from docpipe.storage.collections import Member
+from docpipe.storage.store import Store, sha256_hex
 from docpipe.types import Answer, Document, Hit
 
 if TYPE_CHECKING:

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -24,6 +25,13 @@ from docpipe import DocPipe, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT.parent / "shared" / "eval"
+# Tests live in one folder per package (tests/server/, tests/cli/ ...); modules of one folder that import
+# another's helpers (`from test_server import serving`) find them on the path, whatever order pytest collects.
+sys.path[:0] = [
+    str(folder)
+    for folder in sorted(Path(__file__).parent.iterdir())
+    if (folder / "__init__.py").exists() is False and folder.is_dir() and any(folder.glob("test_*.py"))
+]
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's package; playwright drives it through executable_path
 
 REQUIRE_ENV = "DOCPIPE_REQUIRE_SYSTEM_TOOLS"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from docpipe.access.secret_files import read_secret_file
 from docpipe.errors import ConfigError, StoreError
-from docpipe.ingest.store import make_private_dir
+from docpipe.storage.store import make_private_dir
 
 __all__ = ["AuditKey"]
 

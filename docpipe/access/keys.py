@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from docpipe.errors import ConfigError, StoreError
-from docpipe.ingest.store import atomic_write, make_private_dir
+from docpipe.storage.store import atomic_write, make_private_dir
 
 __all__ = ["ROLES", "ApiKey", "KeyStore", "Principal", "check_matter_name", "parse_grants"]
 

@@ -39,7 +39,7 @@ from typing import Any, BinaryIO
 
 from docpipe.access.audit_key import AuditKey
 from docpipe.errors import ConfigError, StoreError
-from docpipe.ingest.store import atomic_write, make_private_dir
+from docpipe.storage.store import atomic_write, make_private_dir
 
 __all__ = ["AccessLog", "Verification"]
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from docpipe.access.keys import check_matter_name
 from docpipe.errors import StoreError
-from docpipe.ingest.store import atomic_write, make_private_dir
+from docpipe.storage.store import atomic_write, make_private_dir
 
 __all__ = ["MatterDocument", "MatterStore"]
 

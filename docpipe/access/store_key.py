@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from docpipe.access.secret_files import read_secret_file
 from docpipe.errors import ConfigError, StoreKeyError
-from docpipe.ingest.sealing import Sealer, new_key_text, parse_key
+from docpipe.storage.sealing import Sealer, new_key_text, parse_key
 
 if TYPE_CHECKING:
     from docpipe.settings import Settings

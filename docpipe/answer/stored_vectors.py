@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from docpipe.ingest.store import Store
     from docpipe.retrieve.fusion import SearchIndex
+    from docpipe.storage.store import Store
 
 __all__ = ["SENTENCE_VECTORS", "with_stored_vectors"]
 

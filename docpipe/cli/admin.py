@@ -274,7 +274,7 @@ def _doc_id_of(target: str, known: set[str]) -> str | None:
     """Returns the id a target names: a PDF's SHA-256, a full id, or an unambiguous prefix (8+ hex
     characters) of a known id."""
     from docpipe.errors import ConfigError
-    from docpipe.ingest.store import sha256_hex
+    from docpipe.storage.store import sha256_hex
 
     path = Path(target)
     if path.is_file():

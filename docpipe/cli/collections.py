@@ -17,7 +17,7 @@ from docpipe.cli.commands import EXIT_ERROR, emit
 from docpipe.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
-    from docpipe.dataroom.handle import AddProgress, Collection
+    from docpipe.collection.handle import AddProgress, Collection
     from docpipe.pipeline import DocPipe
 
 __all__ = [
@@ -257,7 +257,7 @@ def rm_collection(dp: DocPipe, args: Any) -> int:
 def _member_of(coll: Collection, target: str) -> Any:
     """Returns the member a target names: its id, 8+ characters of it, its name in the collection, or a PDF
     file (hashed); None when none is in the collection."""
-    from docpipe.ingest.store import sha256_hex
+    from docpipe.storage.store import sha256_hex
 
     members = coll.documents
     found = [m for m in members if m.id == target] or [m for m in members if m.name == target]

@@ -29,7 +29,7 @@ from docpipe.errors import InputError
 from docpipe.eval.retrieval import MIN_SPAN_CHARS, normalise_span
 
 if TYPE_CHECKING:
-    from docpipe.dataroom.handle import AddProgress
+    from docpipe.collection.handle import AddProgress
     from docpipe.pipeline import DocPipe
 
 __all__ = ["NAIVE_CHUNK_CHARS", "evaluate_collection", "format_collection_report"]
@@ -86,7 +86,7 @@ def evaluate_collection(
     """Returns recall, mismatch and doc@1 at each budget for docpipe and the naive baseline (module docstring),
     after adding every contract of `folder` to `collection` (documents already stored are not ingested again).
     `limit` keeps the first N questions (all contracts stay in the collection: they are the distractors)."""
-    from docpipe.ingest.tokens import get_token_counter
+    from docpipe.tokens import get_token_counter
 
     folder = Path(folder)
     budgets = sorted(budgets or BUDGETS)
@@ -241,7 +241,7 @@ def _naive(
                 logger.info("naive baseline: embedded %d/%d chunks", start + len(parts[-1]), len(texts_only))
         vectors = np.vstack(parts).astype(np.float32)
         logger.info("naive baseline: %d chunks embedded in %.0f s", len(chunks), time.perf_counter() - started)
-        from docpipe.ingest.store import atomic_write, make_private_dir
+        from docpipe.storage.store import atomic_write, make_private_dir
 
         make_private_dir(cache.parent)
         import io

@@ -72,7 +72,7 @@ def evaluate_retrieval(
 ) -> dict[str, Any]:
     """Returns recall at each token budget for docpipe and the naive baseline, overall, on contracts
     longer than 16k tokens, and per category (see the module docstring for the definition)."""
-    from docpipe.ingest.tokens import get_token_counter
+    from docpipe.tokens import get_token_counter
 
     budgets = sorted(budgets or [2048, 4096, 8192, 16384])
     folder = Path(folder)

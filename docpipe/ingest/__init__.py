@@ -1,4 +1,4 @@
-"""Ingestion: PDF bytes to pages (a sandboxed extraction worker), clause-aware sections, embedder-sized
-passages, Qwen3 token counts, the content-addressed store they are kept in, and the member records of
-collections. May import docpipe.types, docpipe.errors and docpipe.settings only.
+"""Ingestion: bytes to a searchable index. PDF and Word bytes to pages (a sandboxed extraction worker,
+`extract`), clause-aware sections, embedder-sized passages, the index built or loaded from the store (`build`),
+and the slots that bound concurrent extractions. Sits above retrieval (the index it builds) and storage.
 """

@@ -17,8 +17,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from docpipe.ingest.tokens import TokenCounter
 from docpipe.settings import ChunkingSettings
+from docpipe.tokens import TokenCounter
 from docpipe.types import Document, Section
 
 __all__ = ["find_headings", "split_sections"]

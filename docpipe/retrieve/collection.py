@@ -19,7 +19,7 @@ through two stages:
    reciprocal rank; passages are lifted to their sections and the best sections of any contract come first.
 
 The index lives beside the collection record (``<collection>/index-<fingerprint>/``). With a store key its
-files are sealed like the documents' (`docpipe.ingest.sealing`), and the passage BM25 index, which bm25s writes
+files are sealed like the documents' (`docpipe.storage.sealing`), and the passage BM25 index, which bm25s writes
 as files of its own, is not saved: a load builds it again from the members' stored texts. Adding a document
 adds its card and its vectors; removing one removes them (FAISS ``remove_ids``); neither re-embeds or
 re-extracts anything. The pooled index is exact (flat) below `POOLED_FLAT_BELOW` vectors and IVF from there,
@@ -43,16 +43,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import StoreError
-from docpipe.ingest.sealing import Sealer, open_blob, seal_blob
-from docpipe.ingest.store import DIR_MODE, FILE_MODE, make_private_dir, sha256_hex
 from docpipe.retrieve.cards import card_text, load_bm25s
 from docpipe.retrieve.dense import bm25_terms, ivf_lists, tokenize
+from docpipe.storage.sealing import Sealer, open_blob, seal_blob
+from docpipe.storage.store import DIR_MODE, FILE_MODE, make_private_dir, sha256_hex
 
 if TYPE_CHECKING:
     import numpy as np
 
     from docpipe.embed.base import Embedder
-    from docpipe.ingest.collections import Member
+    from docpipe.storage.collections import Member
 
 __all__ = ["ROUTE_MIN_WEIGHT", "CollectionIndex", "Route"]
 

@@ -183,8 +183,8 @@ def select_context(
     pinned = index.front_matter(chunking.front_matter_tokens) if retrieval.pin_front_matter else None
     chosen = fit_budget(index.rank(question, query), budget, k, pinned=pinned)
     if retrieval.expand_references if expand is None else expand:
-        from docpipe.ingest.tokens import get_token_counter
         from docpipe.retrieve.references import supporting_hits
+        from docpipe.tokens import get_token_counter
 
         left = budget - sum(h.n_tokens for h in chosen)
         counter = get_token_counter(chunking.tokenizer)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from docpipe.analysis.analyze import check_mode
-from docpipe.dataroom.handle import Collection, expand_sources
+from docpipe.collection.handle import Collection, expand_sources
 from docpipe.errors import ConfigError, InputError
 from docpipe.review.grid import ReviewGrid, Row
 from docpipe.review.run import ReviewProgress, columns_for, run_grid
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from docpipe.answer.cache import AnswerCache
     from docpipe.embed.base import Embedder
     from docpipe.engine.base import Engine
-    from docpipe.retrieve.build import Source
+    from docpipe.ingest.build import Source
     from docpipe.retrieve.fusion import SearchIndex
     from docpipe.settings import Settings
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from docpipe.answer.core import cache_call, context_budget
-from docpipe.dataroom.cluster import check_shared_store, connect
+from docpipe.collection.cluster import check_shared_store, connect
 from docpipe.errors import ConfigError, DocpipeError
 from docpipe.review.grid import Cell, Column, ReviewGrid, Row
 from docpipe.review.run import (
@@ -46,7 +46,7 @@ from docpipe.review.run import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from docpipe.dataroom.handle import Collection
+    from docpipe.collection.handle import Collection
     from docpipe.settings import Settings
 
 __all__ = ["engine_identity", "review_on_ray"]

@@ -14,7 +14,6 @@ from docpipe.access.keys import KeyStore
 from docpipe.access.log import AccessLog
 from docpipe.access.matters import MatterStore
 from docpipe.errors import ConfigError, DependencyError, DocpipeError
-from docpipe.ingest.store import private_umask
 from docpipe.server.collection_routes import COLLECTION_UPLOAD_PATH
 from docpipe.server.errors import _BodyLimit, _error_body, _install_error_handlers, _send_json, route_of
 from docpipe.server.housekeeping import Housekeeper
@@ -28,6 +27,7 @@ from docpipe.server.options import (
 from docpipe.server.protocol import head_deadline_protocol
 from docpipe.server.routes import _install_routes
 from docpipe.server.storage import ResultStore
+from docpipe.storage.store import private_umask
 
 try:  # the serve extra; create_app says how to install it when missing
     # At module level: FastAPI reads the endpoints' (string) annotations in this module's namespace.

@@ -20,8 +20,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from docpipe.errors import ConfigError, InputError
-from docpipe.ingest.collections import check_collection_name
-from docpipe.ingest.store import make_private_dir
 from docpipe.names import clean_upload_name
 from docpipe.server.access import Caller
 from docpipe.server.models import (
@@ -38,6 +36,8 @@ from docpipe.server.models import (
     SearchRequest,
     SearchResponse,
 )
+from docpipe.storage.collections import check_collection_name
+from docpipe.storage.store import make_private_dir
 
 try:  # the serve extra; create_app says how to install it when missing
     # At module level: FastAPI reads the endpoints' (string) annotations in this module's namespace.
@@ -50,7 +50,7 @@ except ImportError:  # pragma: no cover
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from docpipe.dataroom.handle import Collection
+    from docpipe.collection.handle import Collection
     from docpipe.server.routes import RouteKit
 
 __all__ = ["COLLECTION_UPLOAD_PATH", "install_collection_routes"]

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import DocpipeError, StoreError
-from docpipe.ingest.sealing import Sealer, open_blob, seal_blob
-from docpipe.ingest.store import atomic_write, make_private_dir
 from docpipe.review import ReviewCancelled, ReviewGrid, ReviewProgress
+from docpipe.storage.sealing import Sealer, open_blob, seal_blob
+from docpipe.storage.store import atomic_write, make_private_dir
 
 if TYPE_CHECKING:
     from docpipe.pipeline import DocPipe

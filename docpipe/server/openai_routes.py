@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from docpipe.errors import ConfigError, DocpipeError
-from docpipe.ingest.collections import check_collection_name
 from docpipe.server.access import Caller
 from docpipe.server.errors import error_status
 from docpipe.server.models import _ERRORS
+from docpipe.storage.collections import check_collection_name
 
 try:  # the serve extra; create_app says how to install it when missing
     from starlette.exceptions import HTTPException as _HTTPException
@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from docpipe.dataroom.handle import Collection
+    from docpipe.collection.handle import Collection
     from docpipe.server.routes import RouteKit
     from docpipe.types import Answer, Document
 

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from docpipe.answer.core import check_question
 from docpipe.errors import ConfigError, DocpipeError, EmptyFileError, InputError, PasswordRequiredError
-from docpipe.ingest.store import make_private_dir
 from docpipe.names import clean_upload_name
 from docpipe.server.access import MATTER_HEADER, AccessDenied, Caller, authenticate, choose_matter
 from docpipe.server.models import (
@@ -40,6 +39,7 @@ from docpipe.server.models import (
     ReportOut,
 )
 from docpipe.server.options import TOKEN_ENV, ServeOptions
+from docpipe.storage.store import make_private_dir
 from docpipe.summary import document_summary
 
 try:  # the serve extra; create_app says how to install it when missing

@@ -12,7 +12,7 @@ Layout::
                                                 an empty marker per record, so deleting a document or a
                                                 matter lists its records instead of reading every file
 
-With a store key every record is sealed (`docpipe.ingest.sealing`) for its place ``serve/<kind>/<name>.json``;
+With a store key every record is sealed (`docpipe.storage.sealing`) for its place ``serve/<kind>/<name>.json``;
 records written before the key was set stay readable. The markers are empty and their names are hashes.
 
 Records written before matters existed (the bare data, with its "id") stay readable in the matter
@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from docpipe.errors import ConfigError, StoreError
-from docpipe.ingest.sealing import Sealer, open_blob, seal_blob
-from docpipe.ingest.store import DIR_MODE, FILE_MODE, atomic_write, make_private_dir, sha256_hex, tighten_mode
+from docpipe.storage.sealing import Sealer, open_blob, seal_blob
+from docpipe.storage.store import DIR_MODE, FILE_MODE, atomic_write, make_private_dir, sha256_hex, tighten_mode
 
 __all__ = ["DEFAULT_MATTER", "ResultStore"]
 

@@ -6,7 +6,7 @@ default), `RedisCache` (`redis`: shared by several machines) and `NullCache` (``
 picks one from a URL such as ``Settings.cache_url``. Values are JSON objects, in practice ``Answer.to_dict()``.
 Every entry knows its document (and matter, when given), so deleting a document or a matter removes its
 answers, and `sweep` removes entries older than a retention period besides the TTL. The package imports only
-docpipe.errors and docpipe.ingest.store (for private file modes).
+docpipe.errors and docpipe.storage.store (for private file modes).
 """
 
 from __future__ import annotations

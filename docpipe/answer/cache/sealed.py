@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from docpipe.answer.cache.base import AnswerCache, document_of
-from docpipe.ingest.sealing import Sealer, open_blob
+from docpipe.storage.sealing import Sealer, open_blob
 
 __all__ = ["SealedCache"]
 

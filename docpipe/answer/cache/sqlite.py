@@ -19,7 +19,7 @@ from typing import Any
 
 from docpipe.answer.cache.base import DEFAULT_TTL_S, check_age, check_ttl, decode, document_of, encode
 from docpipe.errors import StoreError
-from docpipe.ingest.store import FILE_MODE, make_private_dir, tighten_mode
+from docpipe.storage.store import FILE_MODE, make_private_dir, tighten_mode
 
 logger = logging.getLogger(__name__)
 
