@@ -15,7 +15,7 @@ HINT = re.compile(r"pip install '?\"?([A-Za-z0-9_.-]+)\[([A-Za-z0-9_,-]+)\]")
 
 def _hints() -> list[tuple[str, str, str]]:
     files = [*(ROOT / "docpipe").rglob("*.py"), *(ROOT / "ui").rglob("*.py"), ROOT / "README.md", ROOT / "Makefile"]
-    files += [*(ROOT / "docs").rglob("*.md"), *(ROOT / "benchmarks").glob("*.md")]  # the docs site's pages
+    files += [*(ROOT / "docs").rglob("*.md")]  # the docs site's pages
     found = []
     for path in files:
         for match in HINT.finditer(path.read_text(encoding="utf-8")):
