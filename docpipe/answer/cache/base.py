@@ -1,7 +1,6 @@
 """What every answer-cache backend shares: the `AnswerCache` protocol, `cache_key` (a SHA-256 of everything
-that shaped an answer), `NullCache`, `open_cache` (a backend from a URL the caller passes, ``cache_url`` in
-Settings: this module reads no environment variable), and the small checks and codecs the backends use.
-Imports only docpipe.errors; the backends are imported by `open_cache` when chosen.
+that shaped an answer), `NullCache`, and the small checks and codecs the backends use. Imports only
+docpipe.errors; `opening.open_cache` picks a backend from a URL.
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ import hashlib
 import json
 import logging
 import re
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -24,8 +22,6 @@ DEFAULT_TTL_S = 30 * 86400.0
 _KEY_FORMAT = 1
 
 _SPACE = re.compile(r"\s+")
-
-_SCHEMES = "sqlite:///PATH, redis://HOST:PORT/DB, rediss://HOST:PORT/DB or none"
 
 
 def cache_key(
@@ -144,40 +140,6 @@ class NullCache:
 
     def close(self) -> None:
         pass
-
-
-def open_cache(url: str | None, *, store_root: Path, ttl_s: float | None = DEFAULT_TTL_S) -> AnswerCache:
-    """Returns the answer cache named by `url` (``Settings.cache_url``: the settings read ``DOCPIPE_CACHE_URL``,
-    this function reads no environment variable).
-
-    None or "" -> SQLite at ``<store_root>/answers.sqlite``; ``sqlite:///PATH`` -> SQLite at PATH (as in
-    SQLAlchemy: ``sqlite:///cache.sqlite`` is relative to the working directory, ``sqlite:////tmp/a.sqlite``
-    absolute); ``redis://`` or ``rediss://`` -> Redis; ``none`` -> no caching.
-
-    >>> import tempfile; type(open_cache("none", store_root=Path(tempfile.mkdtemp()))).__name__
-    'NullCache'
-    """
-    # Imported here: each backend imports this module.
-    from docpipe.answer.cache.redis import RedisCache
-    from docpipe.answer.cache.sqlite import SQLiteCache
-
-    text = (url or "").strip()
-    if not text:
-        return SQLiteCache(Path(store_root) / "answers.sqlite", ttl_s=ttl_s)
-    if text.lower() == "none":
-        return NullCache()
-    scheme = text.split(":", 1)[0].lower() if ":" in text else ""
-    if scheme == "sqlite":
-        if not text.lower().startswith("sqlite:///") or len(text) == len("sqlite:///"):
-            raise ConfigError(f"bad cache URL {text!r}: write sqlite:///PATH (four slashes for an absolute path)")
-        return SQLiteCache(Path(text[len("sqlite:///") :]).expanduser(), ttl_s=ttl_s)
-    if scheme in ("redis", "rediss"):
-        return RedisCache(text, ttl_s=ttl_s)
-    raise ConfigError(
-        f"unsupported cache URL {redact(text)!r}: use {_SCHEMES}, or leave DOCPIPE_CACHE_URL unset "
-        "for <store>/answers.sqlite",
-        url=redact(text),
-    )
 
 
 def check_ttl(ttl_s: float | None) -> float | None:
