@@ -68,7 +68,7 @@ test: lint docs install-engine system-deps
 # docstring the API pages cannot render) fails the build. .PHONY because docs/ is a folder.
 .PHONY: docs
 docs: install-engine
-	$(VENV)/bin/mkdocs build --strict --quiet --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site
 
 test-fast: $(VENV)/.installed-dev
 	$(PY) -m pytest -q -m "not integration"
