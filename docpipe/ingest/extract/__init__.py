@@ -12,8 +12,9 @@ never parsed in the caller's process, and a check that cannot finish raises inst
 The worker is a plain ``python -I -c`` child rather than a multiprocessing process (see `worker`): a script
 that calls `extract_pages` needs no ``if __name__ == "__main__"`` guard, and a notebook with torch loaded
 pays nothing for it. Modules: `api` (these functions, in the caller), `worker` (both sides of the process
-boundary), `pages` (reading every page, in the worker), `pypdf_reader` and `pdfium_reader`, `encryption`
-(the status and its errors), `budget` (the text caps), `common`. The package imports only docpipe.types,
+boundary), `pages` (reading every page, in the worker), `pypdf_reader` and `pdfium_reader`, `docx` (Word
+files, in the caller) and `docx_reader` (in the worker), `encryption` (the status and its errors), `budget`
+(the text caps), `common`. The package imports only docpipe.types,
 docpipe.errors and, in the worker, the chosen backend: the worker imports it without docpipe/__init__.py.
 """
 

@@ -27,6 +27,7 @@ from docpipe import errors
 from docpipe.errors import DocpipeError, ExtractionError, ExtractionTimeoutError
 from docpipe.ingest.extract.budget import TextBudget
 from docpipe.ingest.extract.common import limit_memory, other_extractor, out_of_memory
+from docpipe.ingest.extract.docx_reader import read_docx
 from docpipe.ingest.extract.pages import read_encryption, read_pages
 
 if TYPE_CHECKING:
@@ -222,8 +223,6 @@ def worker_main(request: dict[str, Any], reply_fd: int) -> None:
         __import__(backend)
         limit_memory(request["memory_limit_mb"])
         if request["op"] == "docx":
-            from docpipe.ingest.extract.docx import read_docx
-
             pages = read_docx(
                 request["data"], name=name, max_chars=request["max_chars"], max_page_chars=request["max_page_chars"]
             )
