@@ -4,9 +4,9 @@
 Modules: `parser` (the arguments), `commands` (search, ask, analyze, the evaluations), `ingest` (ingest, its
 progress bars and password prompts), `serving` (serve, ui), `admin` (keys, matters, audit, rm), `collections`
 (collections, ls, and the ``--collection`` side of ingest, ask, search and rm), `review` (review grids),
-`config` (``config show``, and what every command shares: the password, questions from stdin). With
-``--json`` each command prints the one shape docs/cli-json.md documents. Imports nothing heavy at import
-time: ``docpipe --help`` stays instant.
+`config` (``config show``, and what every command shares: the password, questions from stdin), `output`
+(``--json`` and the exit code of a failure). With ``--json`` each command prints the one shape
+docs/cli-json.md documents. Imports nothing heavy at import time: ``docpipe --help`` stays instant.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from docpipe.cli import admin, collections, commands, config, ingest, review, serving
-from docpipe.cli.commands import EXIT_ERROR
+from docpipe.cli.output import EXIT_ERROR
 from docpipe.cli.parser import build_parser
 from docpipe.errors import DocpipeError
 

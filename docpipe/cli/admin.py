@@ -7,7 +7,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from docpipe.cli.commands import EXIT_ERROR, emit
+from docpipe.cli.collections import (
+    collection_ids,
+    drop_gone,
+    memberships,
+    rm_collection,
+    rm_result,
+    short,
+    stored_record,
+)
+from docpipe.cli.output import EXIT_ERROR, emit
 
 __all__: list[str] = []
 
@@ -166,7 +175,6 @@ def _cmd_rm(dp, args) -> int:
 
     from docpipe.access.keys import check_matter_name
     from docpipe.access.matters import MatterStore
-    from docpipe.cli.collections import drop_gone, memberships, rm_collection, rm_result, short, stored_record
     from docpipe.errors import ConfigError
 
     if args.collection is not None or args.all:
@@ -254,7 +262,6 @@ def _known_id(target: str, dp) -> str:
     """Returns the id of a document docpipe knows (in the store, a matter or a collection) that `target`
     names: a PDF file, an id, or 8+ characters of one; a `FileMissingError` saying how to list ids otherwise."""
     from docpipe.access.matters import MatterStore
-    from docpipe.cli.collections import collection_ids
     from docpipe.errors import FileMissingError
 
     matters = MatterStore(dp.store.root)

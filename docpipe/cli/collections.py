@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from docpipe.cli.commands import EXIT_ERROR, emit
+from docpipe.cli.output import EXIT_ERROR, emit
 from docpipe.errors import ConfigError, InputError
 
 if TYPE_CHECKING:

@@ -8,17 +8,12 @@ import os
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
-__all__ = ["EXIT_ERROR", "emit", "questions_file"]
+from docpipe.cli.collections import existing_collection
+from docpipe.cli.config import questions_file
+from docpipe.cli.output import emit
 
-EXIT_ERROR = 1
-
-
-def emit(data: Any) -> None:
-    """Prints `data` as the command's JSON (``--json``): one value on stdout, its shape the one docs/cli-json.md
-    documents for the command (never depending on how many inputs or results there are)."""
-    print(json.dumps(data, indent=2, ensure_ascii=False))
+__all__: list[str] = []
 
 
 def _target(dp, args, command: str):
@@ -39,8 +34,6 @@ def _target(dp, args, command: str):
                 f'docpipe {command} --collection NAME "QUESTION" to ask a collection'
             )
         return Path(args.file)
-    from docpipe.cli.collections import existing_collection
-
     # A path here is a PDF given besides --collection: say so rather than ask the path as a question.
     if args.question is not None or (args.file and Path(args.file).exists()):
         raise ConfigError(
@@ -70,17 +63,6 @@ def _cmd_search(dp, args) -> int:
         )
         print(textwrap.indent(textwrap.shorten(hit.text, 400, placeholder=" ..."), "    "))
     return 0
-
-
-def questions_file(path: Path) -> list[str]:
-    """Returns the questions of a file, one per line (blank lines and lines starting with # skipped)."""
-    from docpipe.errors import FileMissingError
-
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise FileMissingError(f"no such questions file: {path}") from None
-    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
 def _questions(args) -> list[str]:

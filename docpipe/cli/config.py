@@ -13,9 +13,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from docpipe.cli.commands import emit, questions_file
+from docpipe.cli.output import emit
 
-__all__ = ["PASSWORD_ENV", "read_stdin_questions", "resolve_password", "setting_sources", "should_prompt", "show"]
+__all__ = [
+    "PASSWORD_ENV",
+    "questions_file",
+    "read_stdin_questions",
+    "resolve_password",
+    "setting_sources",
+    "should_prompt",
+    "show",
+]
 
 PASSWORD_ENV = "DOCPIPE_PASSWORD"
 _REDACTED = "***"
@@ -85,6 +93,17 @@ def _expand(values: list[str], questions: Callable[[], list[str]]) -> list[str]:
         # `questions` gives stdin's questions the first time, nothing after.
         expanded += questions() if value == "-" else [value]
     return expanded
+
+
+def questions_file(path: Path) -> list[str]:
+    """Returns the questions of a file, one per line (blank lines and lines starting with # skipped)."""
+    from docpipe.errors import FileMissingError
+
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise FileMissingError(f"no such questions file: {path}") from None
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
 def read_stdin_questions(args: argparse.Namespace) -> None:

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from docpipe.cli.commands import EXIT_ERROR, emit
+from docpipe.cli.collections import ingest_collection
 from docpipe.cli.config import should_prompt
+from docpipe.cli.output import EXIT_ERROR, emit
 from docpipe.errors import DocpipeError, PasswordRequiredError, WrongPasswordError
 
 __all__ = ["IngestBars", "PasswordPrompt", "ingest_files"]
@@ -109,8 +110,6 @@ def ingest_files(dp, args) -> int:
     item per file); exit status 1 when any failed (the others are ingested all the same)."""
     ask = PasswordPrompt() if should_prompt(args) else None
     if args.collection is not None:
-        from docpipe.cli.collections import ingest_collection
-
         return ingest_collection(dp, args, ask_password=ask)
     if args.workers is not None or args.executor != "local":
         from docpipe.errors import ConfigError

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from docpipe.cli.commands import EXIT_ERROR, questions_file
+from docpipe.cli.config import questions_file
+from docpipe.cli.output import EXIT_ERROR
 
 __all__ = ["_cmd_review"]
 
