@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from docpipe.version import __version__
 
 __all__ = ["build_parser"]
 
 _ASK_OR_COLLECTION = "a PDF, or with --collection the question"
+
+# What `add_subparsers` returns: the sub-commands of `docpipe` (generic only to the type checker).
+_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def _common(*, top: bool) -> argparse.ArgumentParser:
@@ -90,7 +93,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"docpipe {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _ingest_command(sub, common)
+    _asking_commands(sub, common)
+    _review_command(sub, common)
+    _config_command(sub, common)
+    _serving_commands(sub, common)
+    _keys_command(sub, common)
+    _store_commands(sub, common)
+    _listing_commands(sub, common)
+    _eval_commands(sub, common)
+    return parser
 
+
+def _ingest_command(sub: _Commands, common: argparse.ArgumentParser) -> None:
+    """Adds the ``ingest`` command."""
     p = sub.add_parser("ingest", parents=[common], help="extract, section and index PDFs (cached by content)")
     p.add_argument(
         "files",
@@ -114,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     _password(p, "password for encrypted PDFs")
     p.add_argument("--json", action="store_true", help="print JSON")
 
+
+def _asking_commands(sub: _Commands, common: argparse.ArgumentParser) -> None:
+    """Adds the commands that ask one contract or a collection: ``search``, ``ask``, ``analyze``."""
     p = sub.add_parser("search", parents=[common], help="show the sections that match a question")
     p.add_argument("file", nargs="?", metavar="FILE", help=_ASK_OR_COLLECTION)
     p.add_argument("question", nargs="?", metavar="QUESTION")
@@ -166,6 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path, help="write the report to this file instead of printing it")
     p.add_argument("--manifest", type=Path, help="also write the audit manifest (JSON) to this file")
 
+
+def _review_command(sub: _Commands, common: argparse.ArgumentParser) -> None:
+    """Adds the ``review`` command: a grid of contracts against questions."""
     p = sub.add_parser(
         "review",
         parents=[common],
@@ -195,11 +217,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["xlsx", "csv", "json", "md"], help="output format (default: by -o, else md)")
     p.add_argument("--manifest", type=Path, help="also write the grid's audit manifest (JSON) to this file")
 
+
+def _config_command(sub: _Commands, common: argparse.ArgumentParser) -> None:
+    """Adds ``config show``."""
     p = sub.add_parser("config", parents=[common], help="show the effective settings and where each comes from")
     config = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     c = config.add_parser("show", parents=[common], help="every setting, its value and its source (TOML or --json)")
     c.add_argument("--json", action="store_true", help="print JSON")
 
+
+def _serving_commands(sub: _Commands, common: argparse.ArgumentParser) -> None:
+    """Adds the commands that serve: ``ui`` (the workbench) and ``serve`` (the REST API)."""
     p = sub.add_parser(
         "ui",
         parents=[common],
@@ -262,6 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     _engine(p)
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="server log")
 
+
+def _keys_command(sub: _Commands, common: argparse.ArgumentParser) -> None:
+    """Adds ``keys``: per-user API keys and the store key."""
     p = sub.add_parser("keys", parents=[common], help="create, list and revoke per-user API keys for docpipe serve")
     keys = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     k = keys.add_parser("create", parents=[common], help="create a key (printed once; only its hash is kept)")
@@ -288,6 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--out", type=Path, required=True, help="the key file to create (mode 600)")
     keys.add_parser("seal-store", parents=[common], help="seal the store's plain files with the store key in effect")
 
+
+def _store_commands(sub: _Commands, common: argparse.ArgumentParser) -> None:
+    """Adds the commands over what the store holds: ``matters``, ``audit``, ``rm``."""
     p = sub.add_parser("matters", parents=[common], help="list the matters and their documents")
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -344,6 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print JSON")
 
+
+def _listing_commands(sub: _Commands, common: argparse.ArgumentParser) -> None:
+    """Adds ``collections`` and ``ls``."""
     p = sub.add_parser("collections", parents=[common], help="list the collections: documents and pages of each")
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -351,6 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collection", metavar="NAME", help="list this collection's documents")
     p.add_argument("--json", action="store_true", help="print JSON")
 
+
+def _eval_commands(sub: _Commands, common: argparse.ArgumentParser) -> None:
+    """Adds the evaluations on CUAD-format labelled data."""
     p = sub.add_parser(
         "eval-retrieval",
         parents=[common],
@@ -404,4 +444,3 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-references", action="store_true", help="run without definitions and cross-references")
     _engine(p)
     p.add_argument("--json", action="store_true", help="print JSON")
-    return parser
