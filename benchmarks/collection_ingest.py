@@ -140,7 +140,7 @@ def whole(files: list[Path], questions: int, home: Path | None) -> dict:
         "workers": dp.settings.extraction.max_concurrent,
     }
     print("whole collection", out, flush=True)
-    index = dp._collection_index(coll)
+    index = dp.collection_service.sync(coll)
     out["pooled_index"] = {"vectors": index.size, "type": index.pooled_type}
 
     # Question latency: a warm store and process, as a server or a notebook has it.

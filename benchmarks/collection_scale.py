@@ -4,9 +4,9 @@
     .venv/bin/python benchmarks/collection_scale.py --quick      # 10^3 and 10^4 documents only, a few minutes
 
 The real data room is the start: the collection `eval-collection` of the store at DOCPIPE_HOME (built through
-the API, `dp.collection(NAME).add(FOLDER)`, when it is not there), read through `dp._collection_index`, the
+the API, `dp.collection(NAME).add(FOLDER)`, when it is not there), read through `dp.collection_service.sync`, the
 same object a question goes through. Each member's passage vectors and texts come from its own stored index
-(`dp._stored_vectors`, `dp._stored_passage_texts`), its routing card from the collection index. Document d of a
+(`dp.collection_service.stored_vectors`, `dp.collection_service.stored_passage_texts`), its routing card from the collection index. Document d of a
 simulated collection is a copy of real member d mod 231: its passage vectors are the member's plus isotropic
 Gaussian noise, re-normalised, with the noise scaled so that a copy is as near its original as a real passage
 is to its nearest real neighbour (median cosine, measured here; `--noise` overrides it). Its passage tokens
@@ -477,10 +477,12 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
     if not coll.exists or not coll.documents:
         print(f"building collection {args.collection} from {args.folder} (through the API)", flush=True)
         coll.add(args.folder)
-    cindex = dp._collection_index(coll)
+    cindex = dp.collection_service.sync(coll)
     vectors, counts, tokens, texts, pages = [], [], [], [], 0
     tokens_rss = 0
-    for doc_id in cindex.ids:  # what `dp._stored_vectors` and `dp._stored_passage_texts` read, in one go
+    for doc_id in (
+        cindex.ids
+    ):  # what `dp.collection_service.stored_vectors` and `dp.collection_service.stored_passage_texts` read, in one go
         parts = build.stored_parts(doc_id, store=dp.store, fingerprint=dp.fingerprint)
         assert parts is not None, doc_id
         doc, passages, v = parts

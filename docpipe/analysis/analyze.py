@@ -35,6 +35,7 @@ from docpipe.types import Citation
 from docpipe.version import __version__
 
 if TYPE_CHECKING:
+    from docpipe.answer.answering import Answering
     from docpipe.embed.base import Embedder
     from docpipe.engine.base import Engine, GenerationResult
     from docpipe.retrieve.fusion import SearchIndex
@@ -59,25 +60,28 @@ def analyze(
     index: SearchIndex,
     categories: list[Category],
     *,
-    engine: Engine | None,
-    embedder: Embedder,
-    settings: Settings,
-    fingerprint: str,
-    cache: CacheOpener,
+    answering: Answering,
     mode: str = "think",
     use_cache: bool = True,
     expand: bool | None = None,
     started: float | None = None,
 ) -> ContractReport:
     """Returns the checklist report for `categories` (from `select_categories`) over `index`'s document (see
-    the module docstring): judged by `engine`, or candidates when it is None. `expand` defaults to
-    `analysis.expand_references`; `started` is the `time.perf_counter()` the report's `seconds` count from
-    (default: now), so a caller can count loading the document too. `DocPipe.analyze` calls this."""
+    the module docstring): judged by `answering.engine`, or candidates when it is None (read with the
+    document's stored sentence embeddings). `expand` defaults to `analysis.expand_references`; `started` is
+    the `time.perf_counter()` the report's `seconds` count from (default: now), so a caller can count loading
+    the document too. `DocPipe.analyze` calls this."""
     from docpipe.answer.prompts import ANALYSIS_PROMPT_VERSION, PROMPT_VERSION
     from docpipe.audit import model_revision
 
     check_mode(mode)
     started = time.perf_counter() if started is None else started
+    engine, embedder, settings, fingerprint = (
+        answering.engine,
+        answering.embedder,
+        answering.settings,
+        answering.fingerprint,
+    )
     options = settings.analysis
     document = index.doc
     budget = min(options.budget_tokens, context_budget(settings, engine))
@@ -97,12 +101,16 @@ def analyze(
         for c, v in zip(categories, vectors)
     ]
     if engine is None:
-        # Every category's sentences in one embedding call, then each category reads them from the cache.
-        prime_sentences([h for hits in contexts for h in hits], embedder, index.sentence_cache)
-        findings = [
-            candidate_finding(index, c, hits, v, embedder=embedder, settings=settings)
-            for c, hits, v in zip(categories, contexts, vectors)
-        ]
+
+        def candidates() -> list[CategoryFinding]:
+            # Every category's sentences in one embedding call, then each category reads them from the cache.
+            prime_sentences([h for hits in contexts for h in hits], embedder, index.sentence_cache)
+            return [
+                candidate_finding(index, c, hits, v, embedder=embedder, settings=settings)
+                for c, hits, v in zip(categories, contexts, vectors)
+            ]
+
+        findings = answering.offline(index, candidates)
     else:
         findings = _judge(
             document,
@@ -112,7 +120,7 @@ def analyze(
             settings=settings,
             fingerprint=fingerprint,
             mode=mode,
-            cache=cache if use_cache else None,
+            cache=answering.cache_for(use_cache),
         )
     # Analysis thinks unless told not to (wants_thinking with analysis=True).
     thinking = engine is not None and mode != "no_think"

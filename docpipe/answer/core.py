@@ -1,6 +1,7 @@
 """The answer core: the steps every way of answering shares (`DocPipe.ask`, `ask_many`, `ask_stream`,
-`analyze`), as functions over explicit arguments (the document's index, the engine, the answer cache, the
-settings, the index fingerprint), never over a `DocPipe`.
+`analyze`, grids), as functions over explicit arguments (the document's index, the engine, the answer cache,
+the settings, the index fingerprint), never over a `DocPipe`; `docpipe.answer.answering.Answering` holds
+those arguments and runs the steps in order.
 
 - `check_question`: the one check that a question is not empty.
 - `context_budget`: the retrieval budget, shrunk to what fits the engine's context window.
@@ -11,7 +12,8 @@ settings, the index fingerprint), never over a `DocPipe`.
   it for checklist findings.
 - `generative_answer`, `finish_answer`, `stamp`: an engine result made a checked `Answer` with its provenance;
   `extractive_answers` when there is no engine.
-- `cache_call`, `cache_put`: the answer cache, whose failures are logged and skipped.
+- `cache_call`, `cache_put`, `cached_answer`: the answer cache, whose failures are logged and skipped, and an
+  answer read back from it.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ __all__ = [
     "build_request",
     "cache_call",
     "cache_put",
+    "cached_answer",
     "check_question",
     "context_budget",
     "extractive_answers",
@@ -304,6 +307,12 @@ def generate_cached(
     return items  # type: ignore[return-value]
 
 
+def cached_answer(stored: dict[str, Any], doc: Document) -> Answer:
+    """Returns an answer read back from the answer cache, named as this caller sees `doc` (the cache may hold
+    it under another upload's name): `generate_answers` and the streamed answer both read it so."""
+    return with_document(Answer.from_dict(stored), doc)
+
+
 def with_document(answer: Answer, doc: Document) -> Answer:
     """Returns `answer` naming `doc` as it is seen (its name in this matter or collection), on the answer
     and on its citations of that document (or of none yet)."""
@@ -446,7 +455,7 @@ def generate_answers(
         plan.keys,
         doc=doc,
         finish=finish,
-        load=lambda stored: with_document(Answer.from_dict(stored), doc),
+        load=lambda stored: cached_answer(stored, doc),
         dump=Answer.to_dict,
         cache=cache,
         metric="answer_cache",

@@ -23,10 +23,11 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from docpipe.answer.core import CacheOpener, cache_call, cache_put, finish_answer, plan_answers, with_document
+from docpipe.answer.core import CacheOpener, cache_call, cache_put, cached_answer, finish_answer, plan_answers
 from docpipe.engine.base import StreamTrim
 from docpipe.engine.loop import BackgroundLoop
 from docpipe.errors import DocpipeError, EngineError
+from docpipe.events import emit as emit_metric
 from docpipe.types import Answer
 
 if TYPE_CHECKING:
@@ -91,10 +92,9 @@ def stream_answer(
     embedder: Embedder,
     settings: Settings,
     fingerprint: str,
-    cache: CacheOpener,
+    cache: CacheOpener | None,
     k: int | None = None,
     mode: ThinkingMode | None = None,
-    use_cache: bool = True,
 ) -> Iterator[AnswerEvent]:
     """Returns an iterator of `AnswerEvent`: thinking and answer pieces as `engine` streams them (it must have
     a `streaming_engine`), then one ``done`` event with the `Answer` that `ask` gives for the same arguments,
@@ -113,12 +113,11 @@ def stream_answer(
         mode=mode,
     )
     hits, request, key = plan.contexts[0], plan.requests[0], plan.keys[0]
-    if use_cache:
+    if cache is not None:
         stored = cache_call(cache, "get", key)
+        emit_metric("answer_cache", hits=int(stored is not None), misses=int(stored is None))
         if stored is not None:
-            # Named as this caller sees the document, as `ask` names a cached answer: the cache may hold it
-            # under another upload's name.
-            yield AnswerEvent("done", answer=with_document(Answer.from_dict(stored), index.doc))
+            yield AnswerEvent("done", answer=cached_answer(stored, index.doc))
             return
 
     logger.debug("streaming an answer from %s (%s)", streamer.name, streamer.model)
@@ -154,7 +153,7 @@ def stream_answer(
     answer = finish_answer(
         question, result, hits, request, index.doc, engine=engine, settings=settings, fingerprint=fingerprint
     )
-    if use_cache and not result.error:
+    if cache is not None and not result.error:
         cache_put(cache, key, answer.to_dict(), index.doc)
     yield AnswerEvent("done", answer=answer)
 

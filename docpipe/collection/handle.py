@@ -1,6 +1,7 @@
-"""`Collection`, the handle on a named set of stored documents (add, list, remove, delete), with what adding
-reports (`AddReport`, `AddProgress`) and how files and folders become the documents to add
-(`expand_sources`). The work is `DocPipe`'s (`docpipe.collection.mixin`).
+"""`Collection`, the handle on a named set of stored documents (add, list, remove, delete), and how files and
+folders become the documents to add (`expand_sources`). The work is the `CollectionService`'s
+(`docpipe.collection.service`), which the handle holds; it sees the service through the `CollectionWork`
+protocol, which mypy checks the service against wherever a handle is made.
 """
 
 from __future__ import annotations
@@ -8,70 +9,57 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from docpipe.collection.reports import AddProgress, AddReport
 from docpipe.errors import ConfigError, InputError
 from docpipe.ingest.build import Source
 from docpipe.storage.collections import Member, check_collection_name
 from docpipe.types import Document
 
 if TYPE_CHECKING:
-    from docpipe.collection.mixin import CollectionMixin
+    from docpipe.settings import Settings
+    from docpipe.storage.collections import CollectionStore
 
-__all__ = ["DOCUMENT_SUFFIXES", "AddProgress", "AddReport", "Collection", "expand_sources"]
+__all__ = ["DOCUMENT_SUFFIXES", "AddProgress", "AddReport", "Collection", "CollectionWork", "expand_sources"]
 
 #: File names a folder given to `Collection.add` contributes (searched recursively, case-insensitive).
 DOCUMENT_SUFFIXES = (".pdf", ".docx")
 
 
-@dataclass(frozen=True, slots=True)
-class AddProgress:
-    """One step of `Collection.add`: a file finished (``file``: `done` of `total` files, `error` when it
-    failed) or a batch of passages embedded (``embed``: `done` of `total` passages known so far)."""
+class CollectionWork(Protocol):
+    """What a `Collection` asks of the service that holds it (`docpipe.collection.service.CollectionService`)."""
 
-    kind: str
-    done: int
-    total: int
-    name: str = ""
-    error: str = ""
-
-
-@dataclass(slots=True)
-class AddReport:
-    """What `Collection.add` did: documents added to the collection, those it held already, and the files
-    that failed with the reason (none of them stops the others), with the pages newly extracted and the time."""
-
-    collection: str
-    added: list[Member] = field(default_factory=list)
-    present: list[Member] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    extracted_pages: int = 0
-    seconds: float = 0.0
+    settings: Settings
+    fingerprint: str
 
     @property
-    def ok(self) -> bool:
-        return not self.failed
+    def store_root(self) -> Path: ...
 
-    def summary(self) -> str:
-        """Returns the report as lines for a person: counts, then each failure with its reason."""
-        lines = [
-            f"collection {self.collection}: {len(self.added)} added, {len(self.present)} already in it, "
-            f"{len(self.failed)} failed ({self.extracted_pages} pages extracted in {self.seconds:.1f} s)"
-        ]
-        lines += [f"  failed: {name}: {reason}" for name, reason in self.failed]
-        return "\n".join(lines)
+    def records(self, matter: str | None) -> CollectionStore: ...
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "collection": self.collection,
-            "added": [m.to_dict() for m in self.added],
-            "present": [m.to_dict() for m in self.present],
-            "failed": [{"file": name, "reason": reason} for name, reason in self.failed],
-            "extracted_pages": self.extracted_pages,
-            "seconds": round(self.seconds, 3),
-        }
+    def document(
+        self, doc_id: str, *, password: str | None = None, name: str | None = None, matter: str | None = None
+    ) -> Document | None: ...
+
+    def sync(self, coll: Collection) -> Any: ...
+
+    def forget(self, coll: Collection) -> None: ...
+
+    def ingest_files(
+        self,
+        files: Sequence[tuple[Source, str]],
+        *,
+        password: str | None,
+        workers: int | None,
+        progress: Callable[[AddProgress], None] | None,
+        on_done: Callable[[str, Document | None, str, bool], None],
+        skip: Callable[[str], bool],
+        on_skip: Callable[[str, str], None],
+        owner: str | None = None,
+        ask_password: Callable[[str], str | None] | None = None,
+    ) -> None: ...
 
 
 # Finished members are recorded in batches (see Collection.add): at most this many files, or seconds, apart.
@@ -91,11 +79,12 @@ class Collection:
     collection deal-x: 231 added, 0 already in it, 0 failed (4325 pages extracted in 512.0 s)
     """
 
-    def __init__(self, pipeline: CollectionMixin, name: str, *, matter: str | None = None) -> None:
-        self._dp = pipeline
+    def __init__(self, service: CollectionWork, name: str, *, matter: str | None = None) -> None:
+        self.service = service
         self.name = check_collection_name(name)
         self.matter = matter
-        self._records = pipeline._collection_store(matter)
+        #: The records of the collections this one lives among (the library's, or its matter's).
+        self.records = service.records(matter)
 
     def __repr__(self) -> str:
         where = f", matter={self.matter!r}" if self.matter else ""
@@ -103,12 +92,12 @@ class Collection:
 
     @property
     def exists(self) -> bool:
-        return self._records.exists(self.name)
+        return self.records.exists(self.name)
 
     @property
     def documents(self) -> list[Member]:
         """Returns the members (id, name in the collection, when added, pages), in the order they were added."""
-        return self._records.members(self.name)
+        return self.records.members(self.name)
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -145,18 +134,18 @@ class Collection:
                 f"{str(getattr(doc, 'name', doc))[:80]!r} is not in collection {self.name}: "
                 f"`docpipe ls --collection {self.name}` lists its documents"
             )
-        found = self._dp.document(member.id, password=password, name=member.name, matter=self.matter)
+        found = self.service.document(member.id, password=password, name=member.name, matter=self.matter)
         if found is None:
             raise InputError(
                 f"{member.name} ({member.id[:12]}) of collection {self.name} is no longer in the store at "
-                f"{self._dp.store.root}: remove it (docpipe rm --collection {self.name} {member.id[:12]}) and add "
+                f"{self.service.store_root}: remove it (docpipe rm --collection {self.name} {member.id[:12]}) and add "
                 "the file again"
             )
         return found
 
     def create(self) -> bool:
         """Creates the collection, empty; returns False when it existed already (it is left as it is)."""
-        return self._records.create(self.name)
+        return self.records.create(self.name)
 
     def add(
         self,
@@ -210,7 +199,7 @@ class Collection:
             batch = finished[:]
             finished.clear()
             last_recorded = time.monotonic()
-            added = set(self._records.add(self.name, batch)[0])
+            added = set(self.records.add(self.name, batch)[0])
             for member in batch:
                 if member.id in added:
                     added.discard(member.id)  # the same file twice in one add: the second is already there
@@ -235,7 +224,7 @@ class Collection:
             self._run_add(files, executor, password, workers, progress, owner, ask_password, known, done, present)
         finally:
             record(now=True)
-        self._dp._collection_index(self)  # cards and pooled vectors of the new members, saved
+        self.service.sync(self)  # cards and pooled vectors of the new members, saved
         report.seconds = time.perf_counter() - started
         return report
 
@@ -258,8 +247,8 @@ class Collection:
 
             ingest_on_ray(
                 files,
-                settings=self._dp.settings,
-                fingerprint=self._dp.fingerprint,
+                settings=self.service.settings,
+                fingerprint=self.service.fingerprint,
                 password=password,
                 known=known,
                 on_done=done,
@@ -267,7 +256,7 @@ class Collection:
                 progress=progress,
             )
         else:
-            self._dp._ingest_files(
+            self.service.ingest_files(
                 files,
                 password=password,
                 workers=workers,
@@ -285,9 +274,9 @@ class Collection:
         member = self._find(doc)
         if member is None:
             return False
-        removed = self._records.remove(self.name, [member.id])
+        removed = self.records.remove(self.name, [member.id])
         if removed:
-            self._dp._collection_index(self)
+            self.service.sync(self)
             self._drop_other_indexes()
         return bool(removed)
 
@@ -295,15 +284,15 @@ class Collection:
         """The collection's indexes built under other settings (a server's embedder, when `docpipe rm` runs
         with another) still hold the card, text included, of a member that left: they go, and whoever uses
         one next builds it again from the members' stored vectors."""
-        current = f"index-{self._dp.fingerprint}"
-        for folder in self._records.folder(self.name).glob("index-*"):
+        current = f"index-{self.service.fingerprint}"
+        for folder in self.records.folder(self.name).glob("index-*"):
             if folder.name != current and folder.is_dir():
                 shutil.rmtree(folder, ignore_errors=True)
 
     def delete(self) -> bool:
         """Deletes the collection (its documents stay in the store); returns False when it did not exist."""
-        self._dp._forget_collection(self)
-        return self._records.delete(self.name)
+        self.service.forget(self)
+        return self.records.delete(self.name)
 
 
 def expand_sources(sources: Source | Sequence[Source]) -> tuple[list[tuple[Source, str]], list[tuple[str, str]]]:

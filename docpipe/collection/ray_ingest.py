@@ -20,9 +20,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from docpipe.access.gate import check_access
 from docpipe.access.store_key import store_sealer
 from docpipe.collection.cluster import check_shared_store, connect
-from docpipe.collection.handle import AddProgress
+from docpipe.collection.reports import AddProgress
 from docpipe.errors import DocpipeError
 from docpipe.ingest import build
 from docpipe.storage.store import Store, sha256_hex
@@ -76,14 +77,14 @@ def _extract(
         slots = ExtractionSlots(1, wait_s=settings.extraction.queue_wait_s)  # this task's own: one at a time
         stored = build.stored_parts(doc_id, store=store, fingerprint=fingerprint, vectors=False)
         if stored is not None:
-            build.check_access(stored[0], password, data, name=label, slots=slots, settings=settings.extraction)
+            check_access(stored[0], password, data, name=label, slots=slots, settings=settings.extraction)
             out["kind"] = "ready"
             return out
         quiet = lambda _stage: None  # noqa: E731
         doc = build.extract(
             store, doc_id, data, label, password, settings=settings.extraction, fingerprint=fingerprint, progress=quiet
         )
-        build.check_access(doc, password, data, name=label, slots=slots, settings=settings.extraction)
+        check_access(doc, password, data, name=label, slots=slots, settings=settings.extraction)
         prepared = build.prepare_index(doc, embedder=_worker_embedder(settings_json), settings=settings, progress=quiet)
         out["kind"], out["payload"] = "prepared", pickle.dumps(prepared, protocol=pickle.HIGHEST_PROTOCOL)
     except DocpipeError as exc:

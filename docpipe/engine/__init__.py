@@ -62,7 +62,22 @@ def resolve_backend(settings: EngineSettings, *, gpu: bool | None = None) -> str
 
 
 def load_engine(settings: EngineSettings, *, cache_root: Path | None = None) -> Engine | None:
-    """Returns the engine the settings select, or None for the extractive answer (see EngineSettings.backend)."""
+    """Returns the engine the settings select, or None for the extractive answer (see EngineSettings.backend).
+
+    An engine that runs one batch at a time (vllm.LLM; the echo engine stands in for it) comes wrapped in a
+    `BatchingEngine` when `max_batch_size` > 1, so callers in threads (UI, API users) share its batches instead
+    of queueing one by one, the most urgent first. An engine that takes requests as they come (a model server,
+    AsyncLLM: continuous batching, priority scheduling) comes as it is: a batcher would hold a question behind
+    a running batch."""
+    engine = _open_engine(settings, cache_root)
+    if engine is None or settings.max_batch_size <= 1 or getattr(engine, "continuous_batching", False):
+        return engine
+    from docpipe.engine.batcher import BatchingEngine
+
+    return BatchingEngine(engine, max_batch_size=settings.max_batch_size, batch_timeout_ms=settings.batch_timeout_ms)
+
+
+def _open_engine(settings: EngineSettings, cache_root: Path | None) -> Engine | None:
     backend = resolve_backend(settings)
     if backend == "extractive":
         return None

@@ -138,9 +138,8 @@ def evaluate_collection(
         row: dict[str, Any] = {"category": record.get("clause_category", ""), "found": {}, "mismatch": {}}
         for n, budget in enumerate(budgets):
             t0 = time.perf_counter()
-            route, context, _, _ = dp._collection_context(
-                coll, record["question"], k=10**6, budget_tokens=budget, password=None
-            )
+            routed = dp.collection_service.context(coll, record["question"], k=10**6, budget_tokens=budget)
+            route, context = routed.route, routed.hits
             if n == 0:
                 latencies.append(time.perf_counter() - t0)
                 first = route.named[0] if route.named else (context[0].document_id if context else "")

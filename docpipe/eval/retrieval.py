@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import InputError
+from docpipe.retrieve.fusion import select_context
 
 if TYPE_CHECKING:
     from docpipe.pipeline import DocPipe
@@ -93,6 +94,7 @@ def evaluate_retrieval(
         t0 = time.perf_counter()
         doc = dp.ingest(folder / file)
         ingest_s = time.perf_counter() - t0
+        index = dp.index(doc)  # the same index dp.context(doc, ...) searches
         doc_text = doc.text
         doc_tokens = counter.count(doc_text)
         whole = normalise_span(doc_text)
@@ -125,7 +127,15 @@ def evaluate_retrieval(
             query = dp.embedder.embed([record["question"]])[0]
             for budget in budgets:
                 # No k: as many ranked sections as the budget holds.
-                chosen = dp.context(doc, record["question"], budget_tokens=budget, k=10**6, _query=query)
+                chosen = select_context(
+                    index,
+                    record["question"],
+                    retrieval=dp.settings.retrieval,
+                    chunking=dp.settings.chunking,
+                    k=10**6,
+                    budget_tokens=budget,
+                    query=query,
+                )
                 chosen_ids = {h.section_id for h in chosen}
                 context = normalise_span(" ".join(s.text for s in doc.sections if s.id in chosen_ids))
                 row["found"][budget] = any(s in context for s in spans)

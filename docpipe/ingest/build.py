@@ -1,11 +1,10 @@
 """A document's search index: made from its PDF or Word file (read from a path or bytes, extracted text, clause-aware sections, embedder-sized passages,
-their embeddings in FAISS), kept in the store under the document id and the index fingerprint, and loaded back;
-plus the gate on an encrypted PDF's stored text (`check_access`).
+their embeddings in FAISS), kept in the store under the document id and the index fingerprint, and loaded back.
 
-Functions over explicit arguments (store, embedder, settings, fingerprint); `DocPipe` keeps the loaded indexes
-and the extraction slots and calls them. The extraction record stored per document says whether opening the
-PDF needed a password and holds a slow hash of the password that did (`password_check`): stored text is handed
-out only to a caller who can open the PDF.
+Functions over explicit arguments (store, embedder, settings, fingerprint); `docpipe.ingest.indexes` keeps
+the loaded indexes and the extraction slots and calls them. The extraction record stored per document says
+whether opening the PDF needed a password and holds a slow hash of the password that did (`password_check`):
+`docpipe.access.gate` hands stored text out only to a caller who can open the PDF.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from docpipe.errors import EmptyFileError, FileMissingError, InputError, PasswordRequiredError, WrongPasswordError
+from docpipe.errors import EmptyFileError, FileMissingError, InputError
 from docpipe.events import emit as emit_metric
 from docpipe.retrieve.fusion import SearchIndex
 from docpipe.types import Document, Page, PageStatus, Passage
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from docpipe.embed.base import Embedder
-    from docpipe.ingest.slots import ExtractionSlots
     from docpipe.retrieve.dense import DenseIndex
     from docpipe.settings import ExtractionSettings, RetrievalSettings, Settings
     from docpipe.storage.store import Store
@@ -39,7 +37,6 @@ __all__ = [
     "Prepared",
     "Source",
     "build_index",
-    "check_access",
     "embed_batches",
     "extract",
     "finish_index",
@@ -94,47 +91,6 @@ def password_check(doc_id: str, password: str) -> str:
     """Returns the PBKDF2 of `password` salted with the document id, as stored beside an encrypted PDF's text."""
     # Slow on purpose: the store must not make guessing a document's password cheap.
     return hashlib.pbkdf2_hmac("sha256", password.encode(), doc_id.encode(), 100_000).hex()
-
-
-def check_access(
-    doc: Document,
-    password: str | None,
-    data: bytes | None,
-    *,
-    name: str,
-    slots: ExtractionSlots,
-    settings: ExtractionSettings,
-) -> None:
-    """Returns when the caller may read `doc`'s stored text: it was not encrypted, or `password` opens the PDF
-    (the one stored, or the PDF's other password, asked of a sandboxed extraction worker holding one of `slots`);
-    raises `PasswordRequiredError` or `WrongPasswordError` otherwise.
-
-    The errors call the document `name`, the name this caller gave it, never `doc.name`: the store keeps one
-    copy of the bytes under the name of whoever uploaded them first, perhaps in another matter, and naming it
-    would tell a caller what another matter calls the file, and that it holds it."""
-    check = doc.password_check
-    if not check:
-        return
-    if password is None:
-        raise PasswordRequiredError(
-            f"{name} is encrypted: pass the password (--password on the command line, password= in Python)",
-            path=name,
-        )
-    if password_check(doc.id, password) == check:
-        return
-    # The stored check covers the password used first; the PDF's other password (user vs owner) also opens
-    # it. Asked of a sandboxed extraction worker (never parsed here); a check that cannot finish raises.
-    if data:
-        from docpipe.ingest.extract import encryption_status
-
-        with slots.take(name):
-            status = encryption_status(data, password, settings=settings, name=name)
-        if status.password_opens:
-            return
-    raise WrongPasswordError(
-        f"the password does not open {name}: check it (the user or the owner password both work)",
-        path=name,
-    )
 
 
 def extract(

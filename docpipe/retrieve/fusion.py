@@ -17,7 +17,14 @@ if TYPE_CHECKING:
     from docpipe.retrieve.references import References
     from docpipe.settings import ChunkingSettings, RetrievalSettings
 
-__all__ = ["SearchIndex", "context_limits", "fit_budget", "select_context"]
+__all__ = ["SearchIndex", "SentenceCache", "context_limits", "fit_budget", "select_context"]
+
+
+class SentenceCache(dict[str, Any]):
+    """The sentence embeddings offline answers made for a document's sections, by section (and heading);
+    `saved` is how many sections' embeddings the store holds already (None: not read from the store yet)."""
+
+    saved: int | None = None
 
 
 @dataclass(slots=True)
@@ -33,7 +40,7 @@ class SearchIndex:
     _bm25: BM25 | None = field(default=None, repr=False)
     _sections: dict[str, Section] = field(default_factory=dict, repr=False)
     # Sentence vectors per section for extractive answers: a re-ask embeds only the question.
-    sentence_cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    sentence_cache: SentenceCache = field(default_factory=lambda: SentenceCache(), repr=False)
     _references: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:

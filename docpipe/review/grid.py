@@ -5,171 +5,21 @@ A `Cell` has a status as the checklist has them (``present`` / ``absent`` / ``un
 on the cell: the note says why). A cell is ``present`` only with a quote found verbatim in the sections the
 model was given. Every (document, column) pair has a cell: nothing is silently missing.
 
-Data and rendering only (JSON, CSV, Markdown here; XLSX in `docpipe.review.xlsx`); `docpipe.review.run`
-fills the grids.
+Data and rendering only (the parts in `docpipe.review.cells`; JSON, CSV, Markdown here; XLSX in
+`docpipe.review.xlsx`); `docpipe.review.run` fills the grids.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
+from docpipe.review.cells import CELL_LABELS, CELL_STATUSES, Cell, Column, ReviewManifest, Row, verified_label
 from docpipe.sheets import csv_text
-from docpipe.types import Citation
 
 __all__ = ["CELL_LABELS", "CELL_STATUSES", "Cell", "Column", "ReviewGrid", "ReviewManifest", "Row", "verified_label"]
-
-CellStatus = Literal["present", "absent", "uncertain", "candidate", "not_found", "failed"]
-CELL_STATUSES: tuple[str, ...] = ("present", "absent", "uncertain", "candidate", "not_found", "failed")
-
-# How a status reads in a table cell.
-CELL_LABELS = {
-    "present": "Yes",
-    "absent": "No",
-    "uncertain": "Uncertain",
-    "candidate": "Candidate",
-    "not_found": "Not found",
-    "failed": "Failed",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    """One question of the grid: its `key` (the checklist category's name, or the question itself), the
-    question put to the model, and what retrieval searches for (`query`: the question plus the wording such
-    clauses use, for a checklist category)."""
-
-    key: str
-    question: str
-    query: str
-    group: str = ""
-    note: str = ""  # for a checklist category: what the model's note should say
-    category: bool = False  # a checklist category (else a free question)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Column:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One document of the grid: its id (SHA-256, "" when it could not be read) and the name it is seen under;
-    `error` says why its cells failed, if they did."""
-
-    document_id: str
-    name: str
-    error: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Row:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
-
-@dataclass(slots=True)
-class Cell:
-    """One answer of the grid: status, a short answer (a few words, from the model), verified quotes with
-    pages, a note, the sections searched, and whether it came from the cell cache."""
-
-    status: CellStatus
-    answer: str = ""
-    quotes: list[Citation] = field(default_factory=list)
-    note: str = ""
-    searched: list[str] = field(default_factory=list)  # section ids given for this cell
-    score: float | None = None  # offline: the best clause score
-    thinking: str | None = None
-    cached: bool = False
-
-    @property
-    def verified(self) -> list[Citation]:
-        """Returns the quotes found verbatim in the document."""
-        return [q for q in self.quotes if q.verified]
-
-    @property
-    def pages(self) -> str:
-        """Returns the pages of the verified quotes, e.g. ``p. 3; pp. 9-10``."""
-        return "; ".join(dict.fromkeys(q.pages for q in self.verified))
-
-    @property
-    def text(self) -> str:
-        """Returns the cell as a table shows it: the status, the short answer, the pages."""
-        text = CELL_LABELS[self.status] + (f" - {self.answer}" if self.answer else "")
-        return text + (f" ({self.pages})" if self.pages else "")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "answer": self.answer,
-            "quotes": [q.to_dict() for q in self.quotes],
-            "pages": self.pages,
-            "note": self.note,
-            "searched": self.searched,
-            "score": self.score,
-            "thinking": self.thinking,
-            "cached": self.cached,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Cell:
-        return cls(
-            status=data["status"],
-            answer=data.get("answer", ""),
-            quotes=[Citation.from_dict(q) for q in data.get("quotes", [])],
-            note=data.get("note", ""),
-            searched=list(data.get("searched", [])),
-            score=data.get("score"),
-            thinking=data.get("thinking"),
-            cached=bool(data.get("cached", False)),
-        )
-
-
-@dataclass(slots=True)
-class ReviewManifest:
-    """The provenance of a whole grid: what was asked of which documents, how, by which model and settings,
-    and which cells came from the cell cache (row, column indexes)."""
-
-    engine: str
-    model: str | None
-    model_revision: str | None
-    mode: str  # think | no_think | auto (with a model); extractive without
-    layout: str
-    prompt_version: str
-    settings_fingerprint: str
-    index_fingerprint: str
-    collection: str = ""
-    matter: str | None = None
-    documents_sha256: tuple[str, ...] = ()
-    created: str = ""
-    finished: str = ""
-    seconds: float = 0.0
-    cells: int = 0
-    cached_cells: list[tuple[int, int]] = field(default_factory=list)
-    # Tokens of the cells computed in this run (not those from the cell cache): prompt, generated, and the
-    # prompt tokens the engine's prefix cache served (None when the engine does not report it).
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    prefix_cached_tokens: int | None = None
-    docpipe_version: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["documents_sha256"] = list(self.documents_sha256)
-        data["cached_cells"] = [list(rc) for rc in self.cached_cells]
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ReviewManifest:
-        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        fields["documents_sha256"] = tuple(fields.get("documents_sha256", ()))
-        fields["cached_cells"] = [(int(r), int(c)) for r, c in fields.get("cached_cells", [])]
-        return cls(**fields)
 
 
 @dataclass(slots=True)
@@ -323,19 +173,12 @@ class ReviewGrid:
         `docpipe.review.xlsx`."""
         from docpipe.review.xlsx import grid_workbook
 
-        data = grid_workbook(self)
+        data = grid_workbook(self.rows, self.columns, self.cells, manifest=self.manifest, summary=self.summary())
         if path is not None:
             from pathlib import Path
 
             Path(path).write_bytes(data)
         return data
-
-
-def verified_label(quote: Citation) -> str:
-    """Returns how a quote was checked, for a table: yes, yes (OCR: check the scan), no."""
-    if not quote.verified:
-        return "no"
-    return "yes (OCR: check the scan)" if quote.ocr else "yes"
 
 
 def _md(text: str) -> str:

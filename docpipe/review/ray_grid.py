@@ -28,6 +28,7 @@ from docpipe.answer.core import cache_call, context_budget
 from docpipe.collection.cluster import check_shared_store, connect
 from docpipe.errors import ConfigError, DocpipeError
 from docpipe.review.grid import Cell, Column, ReviewGrid, Row
+from docpipe.review.ray_rows import cell_row, worker_pipeline
 from docpipe.review.run import (
     EngineIdentity,
     PendingCell,
@@ -82,15 +83,6 @@ def engine_identity(settings: Settings) -> EngineIdentity | None:
     return EngineIdentity("vllm", engine.model, int(args["max_model_len"]))
 
 
-@functools.lru_cache(maxsize=2)
-def _worker_pipeline(factory: Callable[[Settings], Any], settings_json: str) -> Any:
-    """One pipeline per worker process, on the shared store: the driver's own class (`DocPipe`, handed over by
-    reference), so a worker answers with the same object the local executor uses."""
-    from docpipe.settings import Settings
-
-    return factory(Settings.model_validate_json(settings_json))
-
-
 class _ReadOnlyCache:
     """The cell cache as a worker sees it: lookups go to the real cache, writes are handed to the driver."""
 
@@ -105,21 +97,6 @@ class _ReadOnlyCache:
         self.writes.append({"key": key, "value": value, "document_id": document_id, "matter": matter})
 
 
-def _cell_row(r: int, c: int, kind: str, *, cell: Cell | None = None, **extra: Any) -> dict[str, Any]:
-    return {
-        "r": r,
-        "c": c,
-        "kind": kind,
-        "cell": json.dumps(cell.to_dict()) if cell is not None else "",
-        "key": extra.get("key", ""),
-        "payload": extra.get("payload", b""),
-        "row_error": extra.get("row_error", ""),
-        "writes": json.dumps(extra.get("writes", [])),
-        "tokens": json.dumps(extra.get("tokens", {})),
-        "doc_id": extra.get("doc_id", ""),
-    }
-
-
 def _plan(row: dict[str, Any], **kw: Any) -> list[dict[str, Any]]:
     """Stage 1 (a Ray task per document): its cells, finished (cached, offline, failed) or as requests. Never
     raises: a document's surprise fails its row with the reason, and the other rows go on."""
@@ -129,13 +106,13 @@ def _plan(row: dict[str, Any], **kw: Any) -> list[dict[str, Any]]:
         logger.exception("planning the row of %s failed", row["name"])
         note = f"unexpected error ({type(exc).__name__}: {exc})"
         cells = range(len(kw["columns"]))
-        return [_cell_row(int(row["r"]), c, "cell", cell=Cell("failed", note=note), row_error=note) for c in cells]
+        return [cell_row(int(row["r"]), c, "cell", cell=Cell("failed", note=note), row_error=note) for c in cells]
 
 
 def _plan_row(row: dict[str, Any], **kw: Any) -> list[dict[str, Any]]:
     r = int(row["r"])
     columns: list[Column] = kw["columns"]
-    dp = _worker_pipeline(kw["factory"], kw["settings_json"])
+    dp = worker_pipeline(kw["factory"], kw["settings_json"])
     settings = dp.settings
     try:
         doc = dp.document(row["doc_id"], password=kw["password"], name=row["name"], matter=kw["matter"])
@@ -146,9 +123,9 @@ def _plan_row(row: dict[str, Any], **kw: Any) -> list[dict[str, Any]]:
         index = dp.index(doc, password=kw["password"])
     except DocpipeError as exc:
         return [
-            _cell_row(r, c, "cell", cell=Cell("failed", note=str(exc)), row_error=str(exc)) for c in range(len(columns))
+            cell_row(r, c, "cell", cell=Cell("failed", note=str(exc)), row_error=str(exc)) for c in range(len(columns))
         ]
-    reader = _ReadOnlyCache(dp._answer_cache()) if kw["use_cache"] else None
+    reader = _ReadOnlyCache(dp.cache) if kw["use_cache"] else None
     opener = (lambda: reader) if reader is not None else None
     contexts = row_contexts(index, columns, kw["vectors"], settings=settings, budget=kw["per_cell_budget"])
     identity: EngineIdentity | None = kw["identity"]
@@ -168,11 +145,9 @@ def _plan_row(row: dict[str, Any], **kw: Any) -> list[dict[str, Any]]:
             opener,  # type: ignore[arg-type]
             lambda _r, c, cell, _name: found.append((c, cell)),
         )
-        dp._with_stored_vectors(index, work)
+        dp.answering.offline(index, work)  # no engine: the grid planned offline cells
         writes = reader.writes if reader is not None else []
-        return [
-            _cell_row(r, c, "cell", cell=cell, writes=writes if i == 0 else []) for i, (c, cell) in enumerate(found)
-        ]
+        return [cell_row(r, c, "cell", cell=cell, writes=writes if i == 0 else []) for i, (c, cell) in enumerate(found)]
     for item in row_requests(
         r, index, columns, contexts, engine=identity, settings=settings, fingerprint=dp.fingerprint,
         mode=kw["mode"], layout=kw["layout"], shared_budget=kw["shared_budget"],
@@ -181,10 +156,10 @@ def _plan_row(row: dict[str, Any], **kw: Any) -> list[dict[str, Any]]:
         if stored is not None:
             cell = Cell.from_dict(stored)
             cell.cached = True
-            out.append(_cell_row(r, item.column, "cell", cell=cell))
+            out.append(cell_row(r, item.column, "cell", cell=cell))
             continue
         payload = pickle.dumps((item.question, item.request, item.hits), protocol=pickle.HIGHEST_PROTOCOL)
-        out.append(_cell_row(r, item.column, "pending", key=item.key, payload=payload, doc_id=doc.id))
+        out.append(cell_row(r, item.column, "pending", key=item.key, payload=payload, doc_id=doc.id))
     return out
 
 
@@ -200,7 +175,7 @@ class _Generate:
         names: dict[str, str],
         matter: str | None,
     ) -> None:
-        self.dp = _worker_pipeline(factory, settings_json)
+        self.dp = worker_pipeline(factory, settings_json)
         self.engine = self.dp.engine
         if self.engine is None or (self.engine.name, self.engine.model) != (identity.name, identity.model):
             found = f"{self.engine.name} {self.engine.model}" if self.engine else "no engine"
@@ -231,7 +206,7 @@ class _Generate:
             except DocpipeError as exc:  # the engine refused the batch: its cells fail (not cached), others go on
                 results = None
                 for i, item in zip(pending, items):
-                    rows[i] |= _cell_row(
+                    rows[i] |= cell_row(
                         item.row, item.column, "cell", cell=Cell("failed", note=f"The engine failed: {exc}")
                     )
             for i, item, result in zip(pending, items, results or ()):
@@ -241,7 +216,7 @@ class _Generate:
                     "completion": result.completion_tokens,
                     "cached": result.extra.get("cached_tokens"),
                 }
-                rows[i] |= _cell_row(item.row, item.column, "computed", cell=cell, key=item.key, tokens=tokens)
+                rows[i] |= cell_row(item.row, item.column, "computed", cell=cell, key=item.key, tokens=tokens)
         import pandas as pd
 
         out = pd.DataFrame(rows)
@@ -333,7 +308,7 @@ def review_on_ray(
     tokens = {"prompt": 0, "completion": 0}
     prefix_cached: list[int] = []
     total = len(rows) * len(columns)
-    opener = dp._answer_cache if use_cache else None
+    opener = (lambda: dp.cache) if use_cache else None  # the driver loads no engine: the workers do
     stopped = ""
     try:
         for row in _rows(dataset, cancel):

@@ -69,18 +69,18 @@ def postprocess(
     """Returns the grid row of a processed cell: the reply split into thinking and answer, parsed, its quotes
     checked against the sections the cell was given (`docpipe.review.run.model_cell`)."""
     from docpipe.review.grid import Cell
-    from docpipe.review.ray_grid import _cell_row, _worker_pipeline
+    from docpipe.review.ray_rows import cell_row, worker_pipeline
 
     r, c = int(row["r"]), int(row["c"])
     error = row.get("__inference_error__") or ""
     if error:
         cell = Cell("failed", note=f"The engine failed on this cell: {error}")
-        return _cell_row(r, c, "cell", cell=cell)
+        return cell_row(r, c, "cell", cell=cell)
     question, request, hits = pickle.loads(row["payload"])
-    dp = _worker_pipeline(factory, settings_json)
+    dp = worker_pipeline(factory, settings_json)
     doc = dp.document(row["doc_id"], name=names.get(row["doc_id"]), matter=matter, authorized=True)
     if doc is None:
-        return _cell_row(r, c, "cell", cell=Cell("failed", note="The document left the store while the grid ran."))
+        return cell_row(r, c, "cell", cell=Cell("failed", note="The document left the store while the grid ran."))
     answer, thinking, complete = split_thinking(str(row.get("generated_text") or ""))
     result = GenerationResult(
         text=answer,
@@ -93,7 +93,7 @@ def postprocess(
     item = PendingCell(r, c, question, request, row["key"], hits, doc)
     cell = model_cell(item, result, engine=identity, fingerprint=dp.fingerprint)
     tokens = {"prompt": result.prompt_tokens, "completion": result.completion_tokens, "cached": None}
-    return _cell_row(r, c, "computed", cell=cell, key=row["key"], tokens=tokens)
+    return cell_row(r, c, "computed", cell=cell, key=row["key"], tokens=tokens)
 
 
 def vllm_generation_stage(

@@ -53,6 +53,7 @@ from docpipe.review.grid import Cell, Column, ReviewGrid, ReviewManifest, Row
 from docpipe.version import __version__
 
 if TYPE_CHECKING:
+    from docpipe.answer.answering import Answering
     from docpipe.embed.base import Embedder
     from docpipe.engine.base import Engine, GenerationRequest, GenerationResult
     from docpipe.retrieve.fusion import SearchIndex
@@ -160,23 +161,26 @@ def run_grid(
     columns: list[Column],
     open_index: Callable[[int], SearchIndex],
     *,
-    engine: Engine | None,
-    embedder: Embedder,
-    settings: Settings,
-    fingerprint: str,
-    cache: CacheOpener | None,
+    answering: Answering,
+    use_cache: bool = True,
     mode: str = "think",
     layout: str | None = None,
-    offline: Callable[[SearchIndex, Callable[[], Any]], Any] | None = None,
     progress: Callable[[ReviewProgress], None] | None = None,
     cancel: threading.Event | None = None,
     collection: str = "",
     matter: str | None = None,
 ) -> ReviewGrid:
     """Returns the grid of `rows` x `columns` (see the module docstring). `open_index(r)` opens row r's index
-    (a `DocpipeError` fails that row); `offline(index, fn)` runs an offline row's work (the facade wraps it with
-    the sentence embeddings it stores); `cache` None neither reads nor writes the cell cache; `cancel` set stops
+    (a `DocpipeError` fails that row); an offline row's work runs with the document's stored sentence
+    embeddings (`Answering.offline`); `use_cache` False neither reads nor writes the cell cache; `cancel` set stops
     the grid between batches with `ReviewCancelled`."""
+    engine, embedder, settings, fingerprint = (
+        answering.engine,
+        answering.embedder,
+        answering.settings,
+        answering.fingerprint,
+    )
+    cache = answering.cache_for(use_cache)
     layout = resolve_layout(layout, settings, mode)
     started = time.perf_counter()
     created = _now()
@@ -263,7 +267,7 @@ def run_grid(
                 work = functools.partial(
                     _offline_row, r, index, columns, contexts, vectors, embedder, settings, fingerprint, cache, record
                 )
-                offline(index, work) if offline is not None else work()
+                answering.offline(index, work)
                 continue
             for item in row_requests(
                 r, index, columns, contexts, engine=engine, settings=settings, fingerprint=fingerprint,

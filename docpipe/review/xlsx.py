@@ -18,11 +18,14 @@ import json
 from typing import TYPE_CHECKING
 
 from docpipe.errors import DependencyError
-from docpipe.review.grid import verified_label
+from docpipe.review.cells import verified_label
 from docpipe.sheets import append_row, sheet_title
 
 if TYPE_CHECKING:
-    from docpipe.review.grid import ReviewGrid
+    from collections.abc import Sequence
+    from typing import Any
+
+    from docpipe.review.cells import Cell, Column, ReviewManifest, Row
     from docpipe.types import Citation
 
 __all__ = ["grid_workbook"]
@@ -38,8 +41,16 @@ _FILLS = {
 _CITATION_FIELDS = ("document", "question", "status", "answer", "quote", "pages", "section", "verified", "note")
 
 
-def grid_workbook(grid: ReviewGrid) -> bytes:
-    """Returns the .xlsx bytes of `grid` (see the module docstring)."""
+def grid_workbook(
+    rows: Sequence[Row],
+    columns: Sequence[Column],
+    cells: Sequence[Sequence[Cell]],
+    *,
+    manifest: ReviewManifest,
+    summary: dict[str, Any],
+) -> bytes:
+    """Returns the .xlsx bytes of a review grid's `rows` x `columns` (`ReviewGrid.to_xlsx`; see the module
+    docstring)."""
     try:
         from openpyxl import Workbook
         from openpyxl.styles import Alignment, Font, PatternFill
@@ -51,14 +62,14 @@ def grid_workbook(grid: ReviewGrid) -> bytes:
     sheet = book.active
     sheet.title = sheet_title("Review")
     citations = book.create_sheet(sheet_title("Citations"))
-    manifest = book.create_sheet(sheet_title("Manifest"))
+    provenance = book.create_sheet(sheet_title("Manifest"))
     bold = Font(bold=True)
     link = Font(color="0563C1", underline="single")
 
     append_row(citations, [f.capitalize() for f in _CITATION_FIELDS])
     first_row: dict[tuple[int, int], int] = {}
-    for r, (row, cells) in enumerate(zip(grid.rows, grid.cells)):
-        for c, (column, cell) in enumerate(zip(grid.columns, cells)):
+    for r, (row, row_cells) in enumerate(zip(rows, cells)):
+        for c, (column, cell) in enumerate(zip(columns, row_cells)):
             first_row[(r, c)] = citations.max_row + 1
             quotes: list[Citation | None] = list(cell.quotes) or [None]
             for quote in quotes:
@@ -78,13 +89,13 @@ def grid_workbook(grid: ReviewGrid) -> bytes:
         cell.font = bold
     citations.freeze_panes = "A2"
 
-    append_row(sheet, ["Document", "Document ID", *(c.key for c in grid.columns)])
+    append_row(sheet, ["Document", "Document ID", *(c.key for c in columns)])
     for cell in sheet[1]:
         cell.font = bold
         cell.alignment = Alignment(wrap_text=True, vertical="top")
-    for r, (row, cells) in enumerate(zip(grid.rows, grid.cells)):
-        excel_row = append_row(sheet, [row.name, row.document_id, *(cell.text for cell in cells)])
-        for c, cell in enumerate(cells):
+    for r, (row, row_cells) in enumerate(zip(rows, cells)):
+        excel_row = append_row(sheet, [row.name, row.document_id, *(cell.text for cell in row_cells)])
+        for c, cell in enumerate(row_cells):
             target = sheet.cell(row=excel_row, column=c + 3)
             target.fill = PatternFill("solid", fgColor=_FILLS[cell.status])
             target.alignment = Alignment(wrap_text=True, vertical="top")
@@ -95,14 +106,13 @@ def grid_workbook(grid: ReviewGrid) -> bytes:
     sheet.freeze_panes = "C2"
     sheet.column_dimensions["A"].width = 40
     sheet.column_dimensions["B"].width = 14
-    for c in range(len(grid.columns)):
+    for c in range(len(columns)):
         sheet.column_dimensions[sheet.cell(row=1, column=c + 3).column_letter].width = 28
 
-    summary = grid.summary()
-    append_row(manifest, ["Field", "Value"])
-    for key, value in [*grid.manifest.to_dict().items(), *(("summary." + k, v) for k, v in summary.items())]:
-        append_row(manifest, [key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)])
-    for cell in manifest[1]:
+    append_row(provenance, ["Field", "Value"])
+    for key, value in [*manifest.to_dict().items(), *(("summary." + k, v) for k, v in summary.items())]:
+        append_row(provenance, [key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)])
+    for cell in provenance[1]:
         cell.font = bold
 
     out = io.BytesIO()

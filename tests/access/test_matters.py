@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import threading
 from pathlib import Path
 
 import pytest
+from support.cli import run_cli
 
 from docpipe import DocPipe, Settings
 from docpipe.access.keys import KeyStore, Principal, parse_grants
@@ -174,7 +176,7 @@ def test_one_extraction_limit_and_stored_documents_never_wait(tmp_path: Path, sa
     release = threading.Event()
 
     def hold_the_only_slot() -> None:
-        with other._slots.take("a slow upload"):
+        with other.indexes.slots.take("a slow upload"):
             taken.set()
             release.wait(10)
 
@@ -270,17 +272,8 @@ def test_one_user_never_holds_every_extraction_slot() -> None:
         pass
 
 
-def _cli(home: Path, *args: str):
-    import subprocess
-    import sys
-
-    return subprocess.run(
-        [sys.executable, "-m", "docpipe", "--preset", "test", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(home, "--preset", "test", *args, timeout=120)
 
 
 def test_cli_keys_matters_and_rm(tmp_path: Path, sample_pdf: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.contracts import PARTIES, agreement_pdf
 
 from docpipe import DocPipe, Settings
 from docpipe.embed.hashing import HashingEmbedder
@@ -21,45 +22,6 @@ from docpipe.retrieve import collection as collection_module
 from docpipe.retrieve.cards import strip_naming
 from docpipe.retrieve.collection import CollectionIndex
 from docpipe.storage.collections import CollectionStore, Member
-
-# Three supply agreements alike in every clause but their parties and their numbers: a question that names one
-# must be answered from it, not from a look-alike clause of another.
-PARTIES = [
-    ("Northwind Traders Inc.", "Contoso Pharmaceuticals LLC", "thirty (30)", "Delaware"),
-    ("Fabrikam Robotics GmbH", "Tailspin Aviation Ltd", "sixty (60)", "New York"),
-    ("Wingtip Toys Corporation", "Adventure Works Cycles Co", "ninety (90)", "California"),
-]
-
-
-def agreement_pdf(seller: str, buyer: str, notice: str, law: str) -> bytes:
-    from reportlab.lib.pagesizes import letter
-    from reportlab.pdfgen import canvas
-
-    lines = [
-        "SUPPLY AGREEMENT",
-        f"This Supply Agreement is made between {seller} (the Seller) and {buyer} (the Buyer).",
-        "1. DEFINITIONS",
-        "1.1 Products means the goods listed in Schedule A.",
-        "2. SUPPLY",
-        "2.1 The Seller shall supply the Products ordered by the Buyer under purchase orders.",
-        "2.2 The Buyer shall pay each invoice within forty-five (45) days of receipt.",
-        "3. TERM AND TERMINATION",
-        "3.1 This Agreement starts on the Effective Date and runs for three (3) years.",
-        f"3.2 Either party may terminate this Agreement for convenience upon {notice} days prior written notice.",
-        "4. GOVERNING LAW",
-        f"4.1 This Agreement is governed by the laws of the State of {law}.",
-        "5. CONFIDENTIALITY",
-        "5.1 Each party shall keep the other party's confidential information secret for five (5) years.",
-    ]
-    buffer = io.BytesIO()
-    pdf = canvas.Canvas(buffer, pagesize=letter)
-    y = 740
-    for line in lines:
-        pdf.drawString(60, y, line)
-        y -= 22
-    pdf.showPage()
-    pdf.save()
-    return buffer.getvalue()
 
 
 class CountingEmbedder(HashingEmbedder):
@@ -209,7 +171,7 @@ def test_a_question_naming_no_contract_ranks_across_all_and_every_citation_names
     coll = pipe.collection("deal-x")
     coll.add(room)
     question = "Which law governs the agreement?"
-    index = pipe._collection_index(coll)
+    index = pipe.collection_service.sync(coll)
     assert index.route(question).named == ()
     hits = pipe.search(coll, question, k=30)
     assert len({h.document_id for h in hits}) == 3
@@ -238,7 +200,7 @@ def test_adding_a_member_embeds_only_the_new_document(pipe: DocPipe, room: Path,
     assert isinstance(embedder, CountingEmbedder)
     before = embedder.texts
     report = coll.add(room / "sub" / "wingtip_supply.pdf")
-    index = pipe._collection_index(coll)
+    index = pipe.collection_service.sync(coll)
     new = report.added[0]
     passages = index.counts[index.ids.index(new.id)]
     assert embedder.texts - before == passages + 1  # its passages and its card, nothing of the others
@@ -251,7 +213,7 @@ def test_removing_a_member_removes_it_from_routing_and_the_pooled_index(pipe: Do
     gone = next(m for m in coll.documents if m.name == "sub/wingtip_supply.pdf")
     assert coll.remove(gone.name) and gone.id not in coll
     assert not coll.remove(gone.name)
-    index = pipe._collection_index(coll)
+    index = pipe.collection_service.sync(coll)
     assert gone.id not in index.ids and index.size == sum(index.counts)
     hits = pipe.search(coll, "Which law governs the agreement?", k=10)
     assert hits and gone.id not in {h.document_id for h in hits}
@@ -310,7 +272,7 @@ def test_the_collection_files_are_private_whatever_the_umask(pipe: DocPipe, room
         pipe.search(coll, "Which law governs the agreement?")  # the pooled BM25 index is saved too
     finally:
         os.umask(old)
-    folder = pipe._collection_index(coll).folder
+    folder = pipe.collection_service.sync(coll).folder
     paths = [folder, *folder.rglob("*"), folder.parent / "collection.json"]
     assert (folder / "bm25").is_dir()
     for path in paths:
@@ -324,14 +286,14 @@ def test_the_index_is_read_back_not_rebuilt_and_a_damaged_one_is_rebuilt(pipe: D
     pipe.search(coll, "Which law governs the agreement?")  # builds and saves the pooled BM25 index too
     embedder = CountingEmbedder()
     fresh = DocPipe(pipe.settings, embedder=embedder)
-    index = fresh._collection_index(fresh.collection("deal-x"))
+    index = fresh.collection_service.sync(fresh.collection("deal-x"))
     assert embedder.texts == 0 and index.size == sum(index.counts) and len(index.ids) == 3
-    assert not index.build_bm25(fresh._stored_passage_texts)  # saved with the index: not built again
+    assert not index.build_bm25(fresh.collection_service.stored_passage_texts)  # saved with the index: not built again
     folder = index.folder
     (folder / "passages.faiss").write_bytes(b"damaged")
     rebuilt = CollectionIndex.load(folder, embedder)
     assert rebuilt.ids == []  # unreadable: dropped, and built again from the members on next use
-    again = DocPipe(pipe.settings, embedder=CountingEmbedder())._collection_index(fresh.collection("deal-x"))
+    again = DocPipe(pipe.settings, embedder=CountingEmbedder()).collection_service.sync(fresh.collection("deal-x"))
     assert len(again.ids) == 3 and again.size == index.size
 
 
@@ -339,7 +301,7 @@ def test_a_pickle_planted_in_the_collection_index_is_never_run(pipe: DocPipe, ro
     """Abuse: the index files are read with allow_pickle=False, checksums or not (fails with allow_pickle=True)."""
     coll = pipe.collection("deal-x")
     coll.add(room)
-    folder = pipe._collection_index(coll).folder
+    folder = pipe.collection_service.sync(coll).folder
     marker = tmp_path / "pwned"
 
     class Payload:
@@ -365,12 +327,12 @@ def test_the_pooled_index_turns_ivf_past_the_crossover_and_still_finds_and_forge
     monkeypatch.setattr(collection_module, "POOLED_FLAT_BELOW", 8)
     coll = pipe.collection("deal-x")
     coll.add(room)
-    index = pipe._collection_index(coll)
+    index = pipe.collection_service.sync(coll)
     assert index.pooled_type == "ivf" and index.size == sum(index.counts)
     hits = pipe.search(coll, "Which law governs the agreement?", k=30)
     assert {h.document_id for h in hits if "governed by the laws" in h.text} == {m.id for m in coll.documents}
     coll.remove("fabrikam_supply.pdf")
-    index = pipe._collection_index(coll)
+    index = pipe.collection_service.sync(coll)
     assert index.pooled_type == "ivf" and index.size == sum(index.counts) and len(index.ids) == 2
 
 
@@ -435,8 +397,8 @@ def test_callers_at_once_share_one_collection_index_without_errors(pipe: DocPipe
     with ThreadPoolExecutor(4) as pool:
         answers = list(pool.map(lambda job: job[0].ask(job[0].collection("deal-x"), job[1]), jobs))
     assert all(a.citations and a.collection == "deal-x" for a in answers)
-    index = CollectionIndex.load(pipe._collection_index(pipe.collection("deal-x")).folder, pipe.embedder)
-    assert len(index.ids) == 3 and index.build_bm25(pipe._stored_passage_texts) is False
+    index = CollectionIndex.load(pipe.collection_service.sync(pipe.collection("deal-x")).folder, pipe.embedder)
+    assert len(index.ids) == 3 and index.build_bm25(pipe.collection_service.stored_passage_texts) is False
 
 
 def test_collections_never_load_numba_into_the_process(tmp_path: Path, room: Path) -> None:
@@ -465,12 +427,12 @@ def test_removing_members_keeps_the_pooled_bm25_index_and_adding_one_builds_it_a
     pipe.search(coll, "Which law governs the agreement?")  # builds the pooled BM25 index
     gone = next(m for m in coll.documents if m.name == "wingtip_supply.pdf")
     coll.remove(gone.id)
-    index = pipe._collection_index(coll)
+    index = pipe.collection_service.sync(coll)
     # a third of the rows are of the removed member: over the share kept, so it is built again ...
-    assert index.build_bm25(pipe._stored_passage_texts)
+    assert index.build_bm25(pipe.collection_service.stored_passage_texts)
     coll.add(room / "sub" / "wingtip_supply.pdf")  # back, under a new slot
-    index = pipe._collection_index(coll)
-    assert index.build_bm25(pipe._stored_passage_texts)  # a member added: built again
+    index = pipe.collection_service.sync(coll)
+    assert index.build_bm25(pipe.collection_service.stored_passage_texts)  # a member added: built again
     # ... while a removal within the share passes the removed rows over without building anything
     other = DocPipe(pipe.settings, embedder=CountingEmbedder())
     big = other.collection("big")
@@ -482,8 +444,8 @@ def test_removing_members_keeps_the_pooled_bm25_index_and_adding_one_builds_it_a
     other.search(big, "Which law governs the agreement?")
     left = next(m for m in big.documents if m.name == "c0.pdf")
     big.remove(left.id)
-    index = other._collection_index(big)
-    assert not index.build_bm25(other._stored_passage_texts)
+    index = other.collection_service.sync(big)
+    assert not index.build_bm25(other.collection_service.stored_passage_texts)
     hits = other.search(big, "Which law governs the agreement?", k=50)
     assert hits and left.id not in {h.document_id for h in hits}
 

@@ -15,6 +15,7 @@ import pytest
 from docpipe import Answer, DocPipe, Settings
 from docpipe.answer.prompts import SYSTEM_PROMPT, build_user_prompt, extract_quotes, wants_thinking
 from docpipe.engine import load_engine
+from docpipe.engine.batcher import BatchingEngine
 from docpipe.engine.base import GenerationRequest, GenerationResult, split_thinking
 from docpipe.engine.fake import EchoEngine
 from docpipe.testing.engine_contract import EngineContract
@@ -157,7 +158,11 @@ def test_quotes_are_extracted_with_their_section_ids() -> None:
 def test_engine_selection(tmp_path: Path) -> None:
     assert load_engine(Settings(engine={"backend": "extractive"}).engine) is None
     assert load_engine(Settings(engine={"backend": "auto"}).engine) is None  # no GPU, no URL, no folder here
-    assert isinstance(load_engine(Settings(engine={"backend": "echo"}).engine), EchoEngine)
+    # The loader decides where a batcher goes: an engine that runs one batch at a time (the echo engine stands
+    # in for vllm.LLM) comes wrapped when batches may hold more than one request, and bare when they may not.
+    batched = load_engine(Settings(engine={"backend": "echo"}).engine)
+    assert isinstance(batched, BatchingEngine) and isinstance(batched.engine, EchoEngine)
+    assert isinstance(load_engine(Settings(engine={"backend": "echo", "max_batch_size": 1}).engine), EchoEngine)
     from docpipe import ConfigError
 
     with pytest.raises(ConfigError, match="DOCPIPE_ENGINE__URL"):
