@@ -24,8 +24,10 @@ the message says what to fix.
 
 Modules: `options` (how the server runs), `app` (the FastAPI app, the workbench mount, the lifespan, the
 observing middleware, `serve`), `protocol` (the h11 protocol with a head deadline), `access` (caller and
-matter of a request), `routes` (the ``/v1`` endpoints), `models` (their request and response models), `errors`
-(docpipe errors as HTTP statuses, the body limit), `storage` (stored answers and reports), `housekeeping`
+matter of a request), `deps` (what the routes share: the app's state, the caller in a matter, the access log,
+as FastAPI dependencies), `routers` (the endpoints, one router per area), `models` and `review_models` (their
+request and response models), `sse` (server-sent events of a streamed ask), `errors` (docpipe errors as HTTP
+statuses, the body limit), `storage` (stored answers and reports), `jobs` (review jobs), `housekeeping`
 (deletion and retention), `metrics` (Prometheus).
 """
 

@@ -1,38 +1,33 @@
-"""The FastAPI app: the API's routes and error handlers, the Gradio workbench mounted at ``/ui``, the body
-guard, the Host allow-list, the metrics and access-log middleware, the guarded /metrics, the lifespan (warm
-the engine up, close it); and `serve`, which runs it with connection limits and a header deadline."""
+"""The FastAPI app: its state (the pipeline, stores, access log, job runner), the routers of
+`docpipe.server.routers` and the error handlers, the Gradio workbench mounted at ``/ui``, the body guard, the
+Host allow-list, the metrics and access-log middleware, the lifespan (warm the engine up, run the review jobs
+and the retention sweep, close the engine); and `serve`, which runs it with connection limits and a header
+deadline."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from docpipe.access.keys import KeyStore
 from docpipe.access.log import AccessLog
 from docpipe.access.matters import MatterStore
 from docpipe.errors import ConfigError, DependencyError, DocpipeError
-from docpipe.server.collection_routes import COLLECTION_UPLOAD_PATH
-from docpipe.server.errors import _BodyLimit, _error_body, _install_error_handlers, _send_json, route_of
+from docpipe.server.errors import BodyLimit, error_body, install_error_handlers, route_of, send_json
 from docpipe.server.housekeeping import Housekeeper
-from docpipe.server.options import (
-    METRICS_TOKEN_ENV,
-    METRICS_TOKEN_FILE_ENV,
-    ServeOptions,
-    check_exposure,
-    is_loopback,
-)
+from docpipe.server.jobs import JobRunner, JobStore
+from docpipe.server.options import ServeOptions, check_exposure, is_loopback
 from docpipe.server.protocol import head_deadline_protocol
-from docpipe.server.routes import _install_routes
 from docpipe.server.storage import ResultStore
 from docpipe.storage.store import private_umask
 
 try:  # the serve extra; create_app says how to install it when missing
     # At module level: FastAPI reads the endpoints' (string) annotations in this module's namespace.
-    from fastapi import Request
-    from fastapi.responses import RedirectResponse, Response
+    from fastapi.responses import RedirectResponse
 except ImportError:  # pragma: no cover
     pass
 
@@ -136,7 +131,7 @@ class _TrustedHosts:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
         else:
-            await _send_json(send, status, _error_body(kind, message))
+            await send_json(send, status, error_body(kind, message))
 
 
 def _host_of(value: str) -> str | None:
@@ -157,64 +152,6 @@ def _host_of(value: str) -> str | None:
     return host.rstrip(".")
 
 
-def _install_metrics_route(app: FastAPI, options: ServeOptions, metrics: Metrics) -> None:
-    """Defines the guarded ``GET /metrics``: with a metrics token, only ``Authorization: Bearer <it>``; without
-    one, only loopback clients of a loopback-bound server; with a separate metrics port, nobody here."""
-    loopback_server = is_loopback(options.host)
-
-    @app.get(
-        "/metrics",
-        tags=["service"],
-        summary="Prometheus metrics",
-        response_class=Response,
-        responses={
-            200: {"content": {"text/plain": {}}, "description": "Prometheus text format"},
-            401: {"description": "Missing or wrong metrics token"},
-            404: {"description": "Metrics are not served to this client here"},
-        },
-    )
-    def guarded_metrics(request: Request) -> Response:
-        """Returns the Prometheus metrics: needs the metrics token (``DOCPIPE_METRICS_TOKEN``) when one is set;
-        without one, answers loopback clients of a loopback-bound server only."""
-        if options.metrics_port is not None:
-            return _refusal(
-                request,
-                404,
-                "not_found",
-                f"metrics are served on http://127.0.0.1:{options.metrics_port}/metrics (--metrics-port), not here",
-            )
-        if options.metrics_token is not None:
-            scheme, _, given = (request.headers.get("authorization") or "").partition(" ")
-            if scheme.lower() != "bearer" or not secrets.compare_digest(
-                given.strip().encode(), options.metrics_token.encode()
-            ):
-                return _refusal(
-                    request,
-                    401,
-                    "unauthorized",
-                    f"/metrics needs Authorization: Bearer <the metrics token> (the server's {METRICS_TOKEN_ENV})",
-                    {"WWW-Authenticate": "Bearer"},
-                )
-        elif not (loopback_server and request.client is not None and is_loopback(request.client.host)):
-            return _refusal(
-                request,
-                404,
-                "not_found",
-                "/metrics answers only this machine when no metrics token "
-                f"is set: give the server {METRICS_TOKEN_ENV} or {METRICS_TOKEN_FILE_ENV} and send it "
-                "as a bearer token, or use --metrics-port",
-            )
-        body, content_type = metrics.render()
-        return Response(body, media_type=content_type)
-
-
-def _refusal(request: Request, status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> Response:
-    from fastapi.responses import JSONResponse
-
-    request.scope["docpipe.error"] = kind
-    return JSONResponse(_error_body(kind, message), status_code=status, headers=headers)
-
-
 # -- the app ------------------------------------------------------------------------------------------------
 def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Metrics | None = None) -> FastAPI:
     """Returns the FastAPI app: the REST API, /metrics and (with ``options.ui``) the workbench at ``/ui``.
@@ -229,80 +166,94 @@ def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Met
         raise DependencyError(
             "docpipe serve needs FastAPI and uvicorn: pip install 'docpipe-contracts[serve]'"
         ) from exc
-    from contextlib import asynccontextmanager
 
     from docpipe import __version__
     from docpipe.server.metrics import Metrics
+    from docpipe.server.routers import ROUTERS
 
     options = options or ServeOptions()
-    metrics = metrics or Metrics()
-    results = ResultStore(dp.store.root / "serve", sealer=dp.store.sealer)
-    started = time.time()
-
-    @asynccontextmanager
-    async def lifespan(_app: FastAPI):
-        import anyio.to_thread
-        from starlette.concurrency import run_in_threadpool
-
-        # Blocking work (ingestion, questions) runs in threads; enough that concurrent askers reach the
-        # batcher together.
-        anyio.to_thread.current_default_thread_limiter().total_tokens = max(8, options.threads)
-        metrics.attach()
-        sweeper = asyncio.create_task(_sweep_forever(_app, options.retention_days)) if options.retention_days else None
-        try:
-            await run_in_threadpool(_warm_up, dp)
-            # Review jobs a stopped server left are taken up again (they resume from the cell cache).
-            retention_s = options.retention_days * 86400.0 if options.retention_days else None
-            await run_in_threadpool(lambda: _app.state.jobs.start(retention_s=retention_s))
-            yield
-        finally:
-            if sweeper is not None:
-                sweeper.cancel()
-            await run_in_threadpool(_app.state.jobs.stop)  # the running grid stays queued for the next start
-            metrics.detach()
-            await run_in_threadpool(_close_engine, dp)
-
     app = FastAPI(
         title="docpipe",
         version=__version__,
         summary="Ask questions of long contracts; answers cite the pages they come from.",
         description=_API_DESCRIPTION,
-        lifespan=lifespan,
+        lifespan=_lifespan,
     )
+    _set_state(app, dp, options, metrics or Metrics())
+    install_error_handlers(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    if options.ui:
+        _mount_ui(app, dp, options)
+    _add_middleware(app, options)
+    return app
+
+
+def _set_state(app: FastAPI, dp: DocPipe, options: ServeOptions, metrics: Metrics) -> None:
+    """Puts on ``app.state`` what the routes' dependencies (`docpipe.server.deps`) and the lifespan read."""
     app.state.dp = dp
     app.state.options = options
     app.state.metrics = metrics
-    app.state.results = results
-    app.state.started = started
+    app.state.results = results = ResultStore(dp.store.root / "serve", sealer=dp.store.sealer)
+    app.state.started = time.time()
     # Matters, per-user keys and the access log live in the store, beside the documents they govern.
     app.state.keys = KeyStore(dp.store.root)
     app.state.matters = MatterStore(dp.store.root)
     app.state.audit = AccessLog(dp.store.root, key_file=dp.settings.audit_key_file)
     app.state.audit.prepare()  # the wrong audit key fails here, not at the first request
-    app.state.housekeeper = Housekeeper(dp, app.state.matters, results, audit=app.state.audit)
+    # Review jobs run here, one at a time; the lifespan starts and stops the runner.
+    app.state.jobs = JobRunner(dp, JobStore(dp.store.root / "jobs", sealer=dp.store.sealer))
+    # Deleting a document or matter cancels the jobs quoting it.
+    app.state.housekeeper = Housekeeper(dp, app.state.matters, results, jobs=app.state.jobs, audit=app.state.audit)
     app.state.analyses = asyncio.Semaphore(max(1, options.max_concurrent_analyses))
-    _install_error_handlers(app)
-    # Before the routes: this /metrics is matched first (routes.py's unguarded one is to be removed).
-    _install_metrics_route(app, options, metrics)
-    _install_routes(app)  # also the review-job routes and their runner (app.state.jobs)
-    app.state.housekeeper.jobs = app.state.jobs  # deleting a document or matter cancels the jobs quoting it
-    if options.ui:
-        _mount_ui(app, dp, options)
-    # Added last = outermost: the observer sees the 400s of the host check and the 413s of the body guard.
+
+
+def _add_middleware(app: FastAPI, options: ServeOptions) -> None:
+    """Adds the body guard, the Host allow-list and the observer (the last added is the outermost)."""
+    from docpipe.server.routers.collections import COLLECTION_UPLOAD_PATH
+
+    ui_path = options.ui_path if options.ui else None
     app.add_middleware(
-        _BodyLimit,
+        BodyLimit,
         upload_bytes=options.max_upload_bytes,
         json_bytes=options.max_json_bytes,
         upload_path="/v1/documents",
-        ui_path=options.ui_path if options.ui else None,
+        ui_path=ui_path,
         grace_s=options.body_timeout_s,
         min_bytes_per_s=options.body_min_bytes_per_s,
         batch_upload_path=COLLECTION_UPLOAD_PATH,
         batch_upload_bytes=options.max_batch_upload_bytes,
     )
     app.add_middleware(_TrustedHosts, allowed=options.allowed_host_names())
-    app.add_middleware(_Observe, metrics=metrics, ui_path=options.ui_path if options.ui else None)
-    return app
+    # Added last = outermost: the observer sees the 400s of the host check and the 413s of the body guard.
+    app.add_middleware(_Observe, metrics=app.state.metrics, ui_path=ui_path)
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Warms the engine up, starts the review-job runner and the retention sweep; on the way out stops them
+    and closes the engine."""
+    import anyio.to_thread
+    from starlette.concurrency import run_in_threadpool
+
+    dp, options, metrics = app.state.dp, app.state.options, app.state.metrics
+    # Blocking work (ingestion, questions) runs in threads; enough that concurrent askers reach the
+    # batcher together.
+    anyio.to_thread.current_default_thread_limiter().total_tokens = max(8, options.threads)
+    metrics.attach()
+    sweeper = asyncio.create_task(_sweep_forever(app, options.retention_days)) if options.retention_days else None
+    try:
+        await run_in_threadpool(_warm_up, dp)
+        # Review jobs a stopped server left are taken up again (they resume from the cell cache).
+        retention_s = options.retention_days * 86400.0 if options.retention_days else None
+        await run_in_threadpool(lambda: app.state.jobs.start(retention_s=retention_s))
+        yield
+    finally:
+        if sweeper is not None:
+            sweeper.cancel()
+        await run_in_threadpool(app.state.jobs.stop)  # the running grid stays queued for the next start
+        metrics.detach()
+        await run_in_threadpool(_close_engine, dp)
 
 
 _API_DESCRIPTION = """\

@@ -11,6 +11,7 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import (
@@ -43,9 +44,22 @@ except ImportError:  # pragma: no cover
     _HTTPException = Exception  # type: ignore[assignment,misc]
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI, Request
+    from fastapi import FastAPI, Request, Response
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
-__all__ = ["BodyTimeout", "BodyTooLarge", "error_status"]
+__all__ = [
+    "BodyLimit",
+    "BodyTimeout",
+    "BodyTooLarge",
+    "error_body",
+    "error_response",
+    "error_status",
+    "http_message",
+    "install_error_handlers",
+    "route_of",
+    "send_json",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +123,7 @@ def error_status(exc: DocpipeError) -> tuple[int, str]:
     return 500, "docpipe_error"
 
 
-def _http_message(exc: DocpipeError) -> str:
+def http_message(exc: DocpipeError) -> str:
     """Returns the error's message, with the fix said in HTTP terms where the library's names the CLI's."""
     name = getattr(exc, "path", None) or "the document"
     if isinstance(exc, PasswordRequiredError):
@@ -143,18 +157,29 @@ _NO_SPACE_MESSAGE = (
 )
 
 
-def _error_body(kind: str, message: str) -> dict[str, Any]:
+def error_body(kind: str, message: str) -> dict[str, Any]:
+    """Returns the body of every error the server answers: ``{"error": {"type": kind, "message": message}}``."""
     return {"error": {"type": kind, "message": message}}
 
 
-class BodyTooLarge(_HTTPException):  # type: ignore[misc,valid-type]
+def error_response(
+    request: Request, status: int, kind: str, message: str, headers: dict[str, str] | None = None
+) -> Response:
+    """Returns the JSON error response, and marks the request with `kind` for the metrics and the access line."""
+    from fastapi.responses import JSONResponse
+
+    request.scope["docpipe.error"] = kind
+    return JSONResponse(error_body(kind, message), status_code=status, headers=headers)
+
+
+class BodyTooLarge(_HTTPException):
     """The streamed body passed the size limit. An HTTPException, so FastAPI's body parsing passes it on."""
 
     def __init__(self, message: str) -> None:
         super().__init__(413, detail=message)
 
 
-class BodyTimeout(_HTTPException):  # type: ignore[misc,valid-type]
+class BodyTimeout(_HTTPException):
     """The body arrived too slowly (408); the connection is closed after the answer."""
 
     def __init__(self, message: str) -> None:
@@ -162,7 +187,8 @@ class BodyTimeout(_HTTPException):  # type: ignore[misc,valid-type]
 
 
 # -- ASGI middleware ----------------------------------------------------------------------------------------
-async def _send_json(send: Any, status: int, body: dict[str, Any]) -> None:
+async def send_json(send: Any, status: int, body: dict[str, Any]) -> None:
+    """Sends `body` as the whole JSON response, from an ASGI middleware (before the app has a request)."""
     payload = json.dumps(body).encode()
     await send(
         {
@@ -182,7 +208,7 @@ _UPLOAD_TYPES = (
 _BATCH_TYPES = ("multipart/form-data", "application/json")
 
 
-class _BodyLimit:
+class BodyLimit:
     """Guards request bodies before the app reads them.
 
     - Size: over the limit gets 413, at once when Content-Length says so (nothing is read), else as soon as the
@@ -233,7 +259,7 @@ class _BodyLimit:
                     "type application/vnd.openxmlformats-officedocument.wordprocessingml.document, or "
                     f'multipart/form-data (the file in the field "file"), not {media[:60] or "none"!r}'
                 )
-                await _send_json(send, 415, _error_body("unsupported_media_type", message))
+                await send_json(send, 415, error_body("unsupported_media_type", message))
                 return
         uploading = path.rstrip("/") == self.upload_path or (self.ui_prefix and path.startswith(self.ui_prefix))
         limit, flag = (self.upload_bytes, "--max-upload-mb") if uploading else (self.json_bytes, "--max-json-kb")
@@ -245,7 +271,7 @@ class _BodyLimit:
                     'adding to a collection takes multipart/form-data (PDFs in the field "file", repeated) or '
                     f'application/json ({{"ids": [...]}}), not {media[:60] or "none"!r}'
                 )
-                await _send_json(send, 415, _error_body("unsupported_media_type", message))
+                await send_json(send, 415, error_body("unsupported_media_type", message))
                 return
             if media == "multipart/form-data":
                 limit, flag = self.batch_upload_bytes, "--max-upload-mb"
@@ -254,11 +280,11 @@ class _BodyLimit:
             try:
                 size = int(declared)
             except ValueError:
-                await _send_json(send, 400, _error_body("bad_request", "the Content-Length header is not a number"))
+                await send_json(send, 400, error_body("bad_request", "the Content-Length header is not a number"))
                 return
             if size > limit:
                 scope["docpipe.error"] = "body_too_large"
-                await _send_json(send, 413, _error_body("body_too_large", _too_large(size, limit, flag)))
+                await send_json(send, 413, error_body("body_too_large", _too_large(size, limit, flag)))
                 return
         received = 0
         first_read: float | None = None
@@ -300,95 +326,104 @@ def _too_large(size: int | None, limit: int, flag: str) -> str:
     )
 
 
-def route_of(scope: dict[str, Any]) -> str:
+def route_of(scope: Mapping[str, Any]) -> str:
     """Returns the request's route template (``/v1/documents/{doc_id}/ask``), never the raw path: logs and
     metrics must not carry document ids or workbench file names."""
     template = getattr(scope.get("route"), "path", None)
     return template if isinstance(template, str) else "unmatched"
 
 
-def _install_error_handlers(app: FastAPI) -> None:
+def install_error_handlers(app: FastAPI) -> None:
+    """Answers docpipe errors, invalid requests, lone surrogates, a full disk, HTTP errors and anything
+    unexpected with the error body (`error_body`) and the status that says whose fix it is."""
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
-    def respond(request: Request, status: int, kind: str, message: str, headers: dict[str, str] | None = None):
-        request.scope["docpipe.error"] = kind
-        return JSONResponse(_error_body(kind, message), status_code=status, headers=headers)
+    app.add_exception_handler(DocpipeError, _docpipe_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
+    app.add_exception_handler(UnicodeEncodeError, _bad_unicode)  # type: ignore[arg-type]
+    app.add_exception_handler(OSError, _os_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, _unexpected)
 
-    @app.exception_handler(DocpipeError)
-    async def docpipe_error(request: Request, exc: DocpipeError):
-        status, kind = error_status(exc)
-        if status >= 500:
-            logger.warning("%s %s failed: %s: %s", request.method, route_of(request.scope), type(exc).__name__, exc)
-        retry = getattr(exc, "retry_after_s", 10)
-        headers = {"Retry-After": str(int(retry))} if status == 503 else None
-        return respond(request, status, kind, _http_message(exc), headers)
 
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, exc: RequestValidationError):
-        problems, unicode = [], False
-        for error in exc.errors()[:10]:
-            where = ".".join(str(part) for part in error.get("loc", ()) if part != "body") or "body"
-            problems.append(f"{where}: {error.get('msg', 'invalid')}")
-            unicode = unicode or error.get("type") == "bad_unicode"
-        if unicode:
-            return respond(request, 400, "bad_unicode", "; ".join(problems))
-        message = "invalid request: " + "; ".join(problems) + " (the request formats are at /docs)"
-        return respond(request, 422, "invalid_request", message)
+async def _docpipe_error(request: Request, exc: DocpipeError) -> Response:
+    status, kind = error_status(exc)
+    if status >= 500:
+        logger.warning("%s %s failed: %s: %s", request.method, route_of(request.scope), type(exc).__name__, exc)
+    retry = getattr(exc, "retry_after_s", 10)
+    headers = {"Retry-After": str(int(retry))} if status == 503 else None
+    return error_response(request, status, kind, http_message(exc), headers)
 
-    @app.exception_handler(UnicodeEncodeError)
-    async def bad_unicode(request: Request, exc: UnicodeEncodeError):
-        # Text that cannot be encoded reached the pipeline: a lone surrogate ("\ud800" in JSON) from the client.
-        if "surrogate" not in str(exc.reason):
-            return await unexpected(request, exc)
-        return respond(
-            request,
-            400,
-            "bad_unicode",
-            "the request holds text that is not valid Unicode (a lone "
-            "surrogate such as \\ud800): send well-formed UTF-8 text",
-        )
 
-    @app.exception_handler(OSError)
-    async def os_error(request: Request, exc: OSError):
-        if isinstance(exc, DocpipeError):
-            return await docpipe_error(request, exc)
-        if not _out_of_space(exc):
-            return await unexpected(request, exc)
-        logger.error("%s %s: the disk is full: %s", request.method, route_of(request.scope), exc)
-        return respond(request, 507, "insufficient_storage", _NO_SPACE_MESSAGE)
+async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+    problems, unicode = [], False
+    for error in exc.errors()[:10]:
+        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body") or "body"
+        problems.append(f"{where}: {error.get('msg', 'invalid')}")
+        unicode = unicode or error.get("type") == "bad_unicode"
+    if unicode:
+        return error_response(request, 400, "bad_unicode", "; ".join(problems))
+    message = "invalid request: " + "; ".join(problems) + " (the request formats are at /docs)"
+    return error_response(request, 422, "invalid_request", message)
 
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException):
-        detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
-        kind = {
-            400: "bad_request",
-            401: "unauthorized",
-            403: "forbidden",
-            404: "not_found",
-            405: "method_not_allowed",
-            408: "body_timeout",
-            413: "body_too_large",
-        }.get(exc.status_code, f"http_{exc.status_code}")
-        if exc.status_code == 404 and detail == "Not Found":
-            detail = f"no route {request.method} {request.url.path}: the API is described at /docs"
-        elif exc.status_code == 405:
-            detail = f"{request.method} is not allowed on {request.url.path}: the API is described at /docs"
-        return respond(request, exc.status_code, kind, detail, dict(exc.headers or {}))
 
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception):
-        # Sent by Starlette's outermost middleware; the traceback goes to the log, not to the client.
-        reference = uuid.uuid4().hex[:12]
-        logger.error(
-            "unexpected error %s in %s %s",
-            reference,
-            request.method,
-            route_of(request.scope),
-            exc_info=(type(exc), exc, exc.__traceback__),
-        )
-        return JSONResponse(
-            _error_body("internal_error", f"unexpected server error (reference {reference}): see the server log"),
-            status_code=500,
-        )
+async def _bad_unicode(request: Request, exc: UnicodeEncodeError) -> Response:
+    # Text that cannot be encoded reached the pipeline: a lone surrogate ("\ud800" in JSON) from the client.
+    if "surrogate" not in str(exc.reason):
+        return await _unexpected(request, exc)
+    return error_response(
+        request,
+        400,
+        "bad_unicode",
+        "the request holds text that is not valid Unicode (a lone "
+        "surrogate such as \\ud800): send well-formed UTF-8 text",
+    )
+
+
+async def _os_error(request: Request, exc: OSError) -> Response:
+    if isinstance(exc, DocpipeError):
+        return await _docpipe_error(request, exc)
+    if not _out_of_space(exc):
+        return await _unexpected(request, exc)
+    logger.error("%s %s: the disk is full: %s", request.method, route_of(request.scope), exc)
+    return error_response(request, 507, "insufficient_storage", _NO_SPACE_MESSAGE)
+
+
+_HTTP_KINDS = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    408: "body_timeout",
+    413: "body_too_large",
+}
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+    kind = _HTTP_KINDS.get(exc.status_code, f"http_{exc.status_code}")
+    if exc.status_code == 404 and detail == "Not Found":
+        detail = f"no route {request.method} {request.url.path}: the API is described at /docs"
+    elif exc.status_code == 405:
+        detail = f"{request.method} is not allowed on {request.url.path}: the API is described at /docs"
+    return error_response(request, exc.status_code, kind, detail, dict(exc.headers or {}))
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    # Sent by Starlette's outermost middleware; the traceback goes to the log, not to the client.
+    from fastapi.responses import JSONResponse
+
+    reference = uuid.uuid4().hex[:12]
+    logger.error(
+        "unexpected error %s in %s %s",
+        reference,
+        request.method,
+        route_of(request.scope),
+        exc_info=(type(exc), exc, exc.__traceback__),
+    )
+    return JSONResponse(
+        error_body("internal_error", f"unexpected server error (reference {reference}): see the server log"),
+        status_code=500,
+    )

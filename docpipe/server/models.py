@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 __all__ = [
+    "ERROR_RESPONSES",
+    "UPLOAD_BODY",
     "AddByIds",
     "AddReportOut",
     "AnalyzeRequest",
@@ -33,6 +35,7 @@ __all__ = [
     "ReportOut",
     "SearchRequest",
     "SearchResponse",
+    "check_unicode",
 ]
 
 
@@ -43,7 +46,7 @@ Mode = Literal["auto", "think", "no_think"]
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _check_unicode(model: BaseModel) -> None:
+def check_unicode(model: BaseModel) -> None:
     """Raises a ``bad_unicode`` validation error (answered 400) for a text field holding a lone surrogate."""
     for name in type(model).model_fields:
         value = getattr(model, name)
@@ -96,7 +99,7 @@ class AskRequest(BaseModel):
 
     @model_validator(mode="after")
     def _one_form(self) -> AskRequest:
-        _check_unicode(self)
+        check_unicode(self)
         if (self.question is None) == (self.questions is None):
             raise ValueError('send either "question" (a string) or "questions" (a list of strings)')
         return self
@@ -176,7 +179,7 @@ class AnalyzeRequest(BaseModel):
 
     @model_validator(mode="after")
     def _valid_unicode(self) -> AnalyzeRequest:
-        _check_unicode(self)
+        check_unicode(self)
         return self
 
 
@@ -200,7 +203,7 @@ class Health(BaseModel):
     uptime_s: float
 
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": text}
     for code, text in (
         (400, "Bad input (empty file, malformed request)"),
@@ -213,7 +216,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     )
 }
 
-_UPLOAD_BODY = {
+UPLOAD_BODY = {
     "requestBody": {
         "required": True,
         "description": "The PDF or Word (.docx) file: the raw body (Content-Type: application/pdf, or the .docx "
@@ -287,7 +290,7 @@ class CollectionCreate(BaseModel):
 
     @model_validator(mode="after")
     def _valid_unicode(self) -> CollectionCreate:
-        _check_unicode(self)
+        check_unicode(self)
         return self
 
 
@@ -325,7 +328,7 @@ class AddByIds(BaseModel):
 
     @model_validator(mode="after")
     def _valid_unicode(self) -> AddByIds:
-        _check_unicode(self)
+        check_unicode(self)
         return self
 
 
@@ -359,7 +362,7 @@ class SearchRequest(BaseModel):
 
     @model_validator(mode="after")
     def _valid_unicode(self) -> SearchRequest:
-        _check_unicode(self)
+        check_unicode(self)
         return self
 
 

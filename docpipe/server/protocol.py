@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 
-from docpipe.server.errors import _error_body
+from docpipe.server.errors import error_body
 
 __all__ = ["head_deadline_protocol"]
 
 
 def _raw_reply(status: bytes, kind: str, message: str) -> bytes:
-    body = json.dumps(_error_body(kind, message)).encode()
+    body = json.dumps(error_body(kind, message)).encode()
     return (
         b"HTTP/1.1 "
         + status

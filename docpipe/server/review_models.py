@@ -1,4 +1,4 @@
-"""The request and response models of the review-job routes (`docpipe.server.review_routes`)."""
+"""The request and response models of the review-job routes (`docpipe.server.routers.review_jobs`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from docpipe.server.models import Mode, _check_unicode
+from docpipe.server.models import Mode, check_unicode
 
 __all__ = ["JobList", "JobOut", "JobProgress", "ReviewRequest"]
 
@@ -37,7 +37,7 @@ class ReviewRequest(BaseModel):
 
     @model_validator(mode="after")
     def _valid_unicode(self) -> ReviewRequest:
-        _check_unicode(self)
+        check_unicode(self)
         return self
 
 

@@ -336,7 +336,7 @@ def test_out_of_space_errors_map_to_507_and_store_errors_hide_the_path() -> None
 
 
 def test_store_error_messages_over_http_show_no_path(tmp_path: Path) -> None:
-    from docpipe.server.errors import _http_message
+    from docpipe.server.errors import http_message as _http_message
 
     home = tmp_path / "private-store"
     message = _http_message(StoreError(f"cannot store the answer under {home}: permission denied", path=str(home)))
