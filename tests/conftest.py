@@ -14,24 +14,18 @@ import json
 import os
 import re
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+from support.redis_server import redis_serving
+from support.vllm_server import VllmServer, vllm_serving
 
 from docpipe import DocPipe, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT.parent / "shared" / "eval"
-# Tests live in one folder per package (tests/server/, tests/cli/ ...); modules of one folder that import
-# another's helpers (`from test_server import serving`) find them on the path, whatever order pytest collects.
-sys.path[:0] = [
-    str(folder)
-    for folder in sorted(Path(__file__).parent.iterdir())
-    if (folder / "__init__.py").exists() is False and folder.is_dir() and any(folder.glob("test_*.py"))
-]
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's package; playwright drives it through executable_path
 
 REQUIRE_ENV = "DOCPIPE_REQUIRE_SYSTEM_TOOLS"
@@ -39,6 +33,35 @@ REQUIRE_ENV = "DOCPIPE_REQUIRE_SYSTEM_TOOLS"
 REQUIRED_SKIP = re.compile(
     r"chromium|playwright|redis-server|docpipe(-contracts)?\[(ui|redis|serve|ray)\]", re.IGNORECASE
 )
+
+
+# -- the machine running the tests stays out of them -------------------------------------------------------------
+# DOCPIPE_ variables that switch the test run itself, not docpipe: kept.
+HARNESS_ENV = frozenset({REQUIRE_ENV, "DOCPIPE_GPU_TEST_MODEL"})
+USER_FOLDERS = {
+    "XDG_CONFIG_HOME": ".config",
+    "XDG_CACHE_HOME": ".cache",
+    "XDG_DATA_HOME": ".local/share",
+    "XDG_STATE_HOME": ".local/state",
+}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine_apart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Returns the session's own user folder: HOME and the XDG folders point into it, and every DOCPIPE_
+    variable but the test-run switches is cleared, for the tests and every process they start. So the
+    developer's ``~/.config/docpipe/config.toml``, default store and DOCPIPE_ settings change no result; a test
+    that needs a variable sets it (``monkeypatch.setenv``). Session-wide so that module and session fixtures
+    (servers started once) run apart too; tests/project/test_machine_apart.py proves it on a hostile machine."""
+    home = tmp_path_factory.mktemp("user-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(home))
+        for name, folder in USER_FOLDERS.items():
+            patch.setenv(name, str(home / folder))
+        for name in [name for name in os.environ if name.startswith("DOCPIPE_")]:
+            if name not in HARNESS_ENV:
+                patch.delenv(name)
+        yield home
 
 
 @pytest.fixture(scope="session")
@@ -123,6 +146,31 @@ def redis_server() -> str:
     if binary is None:
         require_tool("redis-server", install="sudo apt-get install -y redis-server")
     return binary
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    """Returns the URL of a throwaway redis-server on 127.0.0.1, stopped after the module's tests."""
+    with redis_serving() as url:
+        yield url
+
+
+@pytest.fixture
+def raw_redis(redis_url: str) -> Iterator[Any]:
+    """Returns a plain client on the module's redis-server, emptied before each test."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """Returns a real `vllm serve` of the tiny Qwen3 on 127.0.0.1, stopped after the module's tests."""
+    with vllm_serving(tmp_path_factory.mktemp("vllm-server")) as running:
+        yield running
 
 
 def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:

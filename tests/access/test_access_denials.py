@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_server import serving
+from support.server import serving
 
 from docpipe import AccessLog, KeyStore
 

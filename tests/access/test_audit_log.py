@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from test_server import server_env, serving, upload
+from support.server import server_env, serving, upload
 
 from docpipe.access.log import AccessLog
 from docpipe.errors import ConfigError

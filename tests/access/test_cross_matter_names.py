@@ -96,7 +96,7 @@ def test_a_stored_document_is_returned_under_the_name_this_caller_gave(tmp_path:
 # -- the REST API and the workbench on a real server ---------------------------------------------------------
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    from test_server import serving
+    from support.server import serving
 
     from docpipe import KeyStore
 

@@ -6,14 +6,12 @@ the key; a sealed store without its key, or under another, is a clear error that
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from support.cli import run_cli
 
 from docpipe import DocPipe, Settings
 from docpipe.access.store_key import store_sealer, write_store_key
@@ -32,7 +30,6 @@ PHRASES = [
     b"Lantern Row",
 ]
 RUN_CHARS = 48  # a run of extracted text this long found on disk is a leak
-CLI_TIMEOUT_S = 300
 
 
 # -- what is on disk ---------------------------------------------------------------------------------------------
@@ -210,21 +207,9 @@ def test_a_sealed_file_moved_to_another_place_is_damage_and_rebuilt(tmp_path: Pa
 
 
 # -- the CLI -----------------------------------------------------------------------------------------------------
-def _cli(home: Path, *args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("DOCPIPE_")}
-    return subprocess.run(
-        [sys.executable, "-m", "docpipe", *map(str, args)],
-        env={**base, "DOCPIPE_HOME": str(home), **(env or {})},
-        cwd=home.parent,
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT_S,
-    )
-
-
 def _cli_answer(home: Path, sample_pdf: Path, env: dict[str, str] | None) -> dict:
     for args in (("ingest", sample_pdf), ("ask", sample_pdf, QUESTION, "--json")):
-        done = _cli(home, *args, "--preset", "test", env=env)
+        done = run_cli(home, *args, "--preset", "test", env=env)
         assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     return _timeless(answer[0] if isinstance(answer, list) else answer)
@@ -232,11 +217,11 @@ def _cli_answer(home: Path, sample_pdf: Path, env: dict[str, str] | None) -> dic
 
 def test_cli_with_the_key_in_the_environment(tmp_path: Path, sample_pdf: Path) -> None:
     key = tmp_path / "store.key"
-    made = _cli(tmp_path / "home", "keys", "store-key", "--out", key)
+    made = run_cli(tmp_path / "home", "keys", "store-key", "--out", key)
     assert made.returncode == 0, made.stderr
     assert key.stat().st_mode & 0o777 == 0o600
     assert "DOCPIPE_STORE_KEY_FILE" in made.stderr and key.read_text().strip() not in made.stderr + made.stdout
-    again = _cli(tmp_path / "home", "keys", "store-key", "--out", key)
+    again = run_cli(tmp_path / "home", "keys", "store-key", "--out", key)
     assert again.returncode == 1 and "never overwritten" in again.stderr
 
     env = {"DOCPIPE_STORE_KEY": key.read_text().strip()}
@@ -250,10 +235,10 @@ def test_cli_with_the_key_in_the_environment(tmp_path: Path, sample_pdf: Path) -
     assert _leaks(sealed_home, needles) == {}
 
     before = _listing(sealed_home)
-    missing = _cli(sealed_home, "ask", sample_pdf, QUESTION, "--preset", "test")
+    missing = run_cli(sealed_home, "ask", sample_pdf, QUESTION, "--preset", "test")
     assert missing.returncode == 1 and "Traceback" not in missing.stderr
     assert missing.stderr.startswith("docpipe: error: ") and "DOCPIPE_STORE_KEY_FILE" in missing.stderr
-    wrong = _cli(sealed_home, "ask", sample_pdf, QUESTION, "--preset", "test", env={"DOCPIPE_STORE_KEY": "11" * 32})
+    wrong = run_cli(sealed_home, "ask", sample_pdf, QUESTION, "--preset", "test", env={"DOCPIPE_STORE_KEY": "11" * 32})
     assert wrong.returncode == 1 and "the key in effect is" in wrong.stderr
     assert _listing(sealed_home) == before
 
@@ -266,18 +251,18 @@ def test_seal_store_seals_a_store_made_before_the_key(tmp_path: Path, key_file: 
     assert any(f.startswith("docs/") for f in _leaks(home, needles))
     env = {"DOCPIPE_STORE_KEY_FILE": str(key_file)}
     # With the key, the plain store is still read (no rebuild), and new writes are sealed.
-    done = _cli(home, "keys", "seal-store", env=env)
+    done = run_cli(home, "keys", "seal-store", env=env)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.split()[1]) >= 6  # source, extraction, 4 index files and manifest
     assert not [f for f in _leaks(home, needles) if f.startswith("docs/")]
     assert _cli_answer(home, sample_pdf, env) == plain
-    assert _cli(home, "keys", "seal-store", env=env).stdout.split()[1] == "0"  # already sealed
+    assert run_cli(home, "keys", "seal-store", env=env).stdout.split()[1] == "0"  # already sealed
 
 
 # -- the server --------------------------------------------------------------------------------------------------
 @pytest.fixture
 def served_with_key(tmp_path: Path, key_file: Path) -> Iterator[object]:
-    from test_server import serving
+    from support.server import serving
 
     with serving(tmp_path / "home", "--engine", "echo", "--no-ui", env={"DOCPIPE_STORE_KEY_FILE": str(key_file)}) as s:
         yield s
@@ -285,7 +270,7 @@ def served_with_key(tmp_path: Path, key_file: Path) -> Iterator[object]:
 
 @pytest.mark.integration
 def test_server_records_are_sealed(served_with_key, tmp_path: Path, sample_pdf: Path) -> None:
-    from test_server import upload
+    from support.server import upload
 
     served = served_with_key
     up = upload(served, sample_pdf.read_bytes())
@@ -313,7 +298,7 @@ def test_server_records_are_sealed(served_with_key, tmp_path: Path, sample_pdf: 
 def test_a_server_without_the_key_says_its_store_is_locked_and_keeps_it(
     tmp_path: Path, key_file: Path, sample_pdf: Path
 ) -> None:
-    from test_server import serving, upload
+    from support.server import serving, upload
 
     home = tmp_path / "home"
     with serving(home, "--engine", "echo", "--no-ui", env={"DOCPIPE_STORE_KEY_FILE": str(key_file)}) as served:

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cache import raw_redis, redis_url  # noqa: F401  (fixtures: a throwaway redis-server)
 
 from docpipe import DocPipe, Settings
 from docpipe.answer.cache import RedisCache, SQLiteCache

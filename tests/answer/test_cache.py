@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import shutil
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.net import free_port
 
 from docpipe.answer.cache import NullCache, RedisCache, SQLiteCache, cache_key, open_cache
 from docpipe.errors import ConfigError, StoreError
@@ -352,63 +351,6 @@ def test_missing_redis_client_is_a_dependency_error() -> None:
 
 
 # -- Redis (a real redis-server) -------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    """Returns the URL of a throwaway redis-server on 127.0.0.1, stopped after the module's tests."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (apt-get install -y redis-server)")
-    redis = pytest.importorskip(
-        "redis", reason="the redis client is not installed: pip install 'docpipe-contracts[redis]'"
-    )
-    port = _free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                    pytest.fail(f"redis-server did not start on port {port}: {err}")
-                time.sleep(0.05)
-        client.close()
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-@pytest.fixture
-def raw_redis(redis_url: str) -> Iterator[Any]:
-    """Returns a plain client on the test server, emptied before each test."""
-    import redis
-
-    client = redis.Redis.from_url(redis_url)
-    client.flushdb()
-    yield client
-    client.close()
-
-
 def test_redis_round_trip_and_stats(redis_url: str, raw_redis: Any) -> None:
     cache = RedisCache(redis_url)
     key = cache_key(**KEY_FIELDS)
@@ -470,7 +412,7 @@ def test_open_cache_redis_url(redis_url: str, raw_redis: Any, tmp_path: Path) ->
 
 def test_unreachable_redis_is_a_store_error_with_a_fix(tmp_path: Path) -> None:
     pytest.importorskip("redis", reason="the redis client is not installed: pip install 'docpipe-contracts[redis]'")
-    dead = f"redis://:s3cret@127.0.0.1:{_free_port()}/0"  # nothing listens there: refused at once
+    dead = f"redis://:s3cret@127.0.0.1:{free_port()}/0"  # nothing listens there: refused at once
     started = time.monotonic()
     with pytest.raises(StoreError) as info:
         open_cache(dead, store_root=tmp_path, ttl_s=60)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
+from support.net import free_port
 
 from docpipe import (
     Answer,
@@ -277,9 +277,7 @@ def test_a_rejected_request_is_a_notice_on_the_answer_as_with_ask(tmp_path: Path
 def test_an_unreachable_server_is_engine_unavailable_as_with_ask(tmp_path: Path, sample_pdf: Path) -> None:
     from docpipe.engine.openai import OpenAIEngine
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed again below: nothing listens there
+    port = free_port()  # nothing listens there
     with OpenAIEngine(f"http://127.0.0.1:{port}", model="m", retries=0, connect_timeout_s=2) as engine:
         dp, doc = _pipe(tmp_path, sample_pdf, engine)
         with pytest.raises(EngineUnavailableError, match="cannot reach the language model server") as asked:

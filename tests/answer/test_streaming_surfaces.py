@@ -17,7 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
-from test_server import QUESTION, Served, assert_error, free_port, server_env, serving, upload
+from support.net import free_port
+from support.server import QUESTION, Served, assert_error, server_env, serving, upload
 
 from docpipe import DocPipe, Settings
 from docpipe.access.log import AccessLog

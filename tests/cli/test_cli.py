@@ -14,32 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import TIMEOUT_S, cli_env, run_cli
 
 HEAVY = ("torch", "faiss", "sentence_transformers", "vllm", "gradio")
 QUESTION = "What is the notice period for termination for convenience?"
 ENCRYPTED = "pypdf-r2-user-password.pdf"
 ENCRYPTED_PASSWORD = "asdfzxcv"
-TIMEOUT_S = 300
 F_SETPIPE_SZ = 1031  # Linux fcntl: shrink a pipe's buffer
-
-
-def _env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCPIPE_")}
-    env["DOCPIPE_HOME"] = str(home)
-    return env
-
-
-def _run(
-    home: Path, *args: Any, command: list[str] | None = None, extra_env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*(command or [sys.executable, "-m", "docpipe"]), *map(str, args)],
-        env={**_env(home), **(extra_env or {})},
-        cwd=home.parent,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
 
 
 def _assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
@@ -78,7 +59,7 @@ print(json.dumps({{"code": code, "modules": sorted(sys.modules)}}), file=sys.std
 def _modules_after(home: Path, setup: str) -> tuple[Any, set[str]]:
     result = subprocess.run(
         [sys.executable, "-c", _MODULES_AFTER.format(setup=setup)],
-        env=_env(home),
+        env=cli_env(home),
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,
@@ -107,7 +88,7 @@ def test_import_docpipe_does_not_import_heavy_packages(home: Path) -> None:
 
 
 def test_python_m_docpipe_help_imports_nothing_heavy(home: Path) -> None:
-    result = _run(home, "--help", command=[sys.executable, "-X", "importtime", "-m", "docpipe"])
+    result = run_cli(home, "--help", command=[sys.executable, "-X", "importtime", "-m", "docpipe"])
     assert result.returncode == 0
     assert result.stdout.startswith("usage: docpipe")
     for command in ("ingest", "search", "ask", "eval-retrieval"):
@@ -124,11 +105,11 @@ def test_python_m_docpipe_help_imports_nothing_heavy(home: Path) -> None:
 def test_console_script_works(home: Path, sample_pdf: Path) -> None:
     script = Path(sysconfig.get_path("scripts")) / "docpipe"
     assert script.is_file(), f"the console script is not installed at {script}"
-    result = _run(home, "ingest", sample_pdf, "--preset", "test", "--json", command=[str(script)])
+    result = run_cli(home, "ingest", sample_pdf, "--preset", "test", "--json", command=[str(script)])
     assert result.returncode == 0, result.stderr
     [summary] = json.loads(result.stdout)
     assert summary["id"] == hashlib.sha256(sample_pdf.read_bytes()).hexdigest()
-    help_result = _run(home, "--help", command=[str(script)])
+    help_result = run_cli(home, "--help", command=[str(script)])
     assert help_result.returncode == 0 and help_result.stdout.startswith("usage: docpipe")
 
 
@@ -136,7 +117,7 @@ def test_console_script_works(home: Path, sample_pdf: Path) -> None:
 
 
 def test_ingest_json(home: Path, sample_pdf: Path) -> None:
-    result = _run(home, "ingest", sample_pdf, "--preset", "test", "--json")
+    result = run_cli(home, "ingest", sample_pdf, "--preset", "test", "--json")
     assert result.returncode == 0, result.stderr
     [summary] = json.loads(result.stdout)
     assert summary["id"] == hashlib.sha256(sample_pdf.read_bytes()).hexdigest()
@@ -153,7 +134,7 @@ def test_ingest_of_several_files_reports_the_bad_ones(home: Path, sample_pdf: Pa
     notes = tmp_path / "notes.pdf"
     notes.write_text("meeting notes, not a PDF\n")
     missing = tmp_path / "missing.pdf"
-    result = _run(home, "ingest", notes, sample_pdf, missing, "--preset", "test", "--json")
+    result = run_cli(home, "ingest", notes, sample_pdf, missing, "--preset", "test", "--json")
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     bad_text, good, gone = json.loads(result.stdout)
@@ -163,7 +144,7 @@ def test_ingest_of_several_files_reports_the_bad_ones(home: Path, sample_pdf: Pa
     assert "not a PDF" in bad_text["error"]
     assert gone["name"] == str(missing) and gone["error_type"] == "FileMissingError"
 
-    human = _run(home, "ingest", notes, sample_pdf, missing, "--preset", "test")
+    human = run_cli(home, "ingest", notes, sample_pdf, missing, "--preset", "test")
     assert human.returncode != 0
     lines = human.stdout.splitlines()
     assert lines[0].startswith(f"FAILED  {notes}: ")
@@ -176,7 +157,7 @@ def test_extractor_option_works_before_and_after_the_command(home: Path, sample_
         ["ingest", sample_pdf, "--extractor", "pypdfium2", "--preset", "test", "--json"],
         ["--extractor", "pypdfium2", "--preset", "test", "ingest", sample_pdf, "--json"],
     ):
-        result = _run(home, *args)
+        result = run_cli(home, *args)
         assert result.returncode == 0, result.stderr
         [summary] = json.loads(result.stdout)
         assert summary["extractor"] == "pypdfium2"
@@ -187,14 +168,14 @@ def test_extractor_option_works_before_and_after_the_command(home: Path, sample_
 def test_unknown_preset_is_a_one_line_error(home: Path, sample_pdf: Path, position: str) -> None:
     args: list[Any] = ["search", sample_pdf, QUESTION]
     args = ["--preset", "nope", *args] if position == "before" else [*args, "--preset", "nope"]
-    _assert_one_line_error(_run(home, *args), "unknown preset 'nope'", "test")
+    _assert_one_line_error(run_cli(home, *args), "unknown preset 'nope'", "test")
 
 
 # -- search and ask ----------------------------------------------------------------------------
 
 
 def test_search_json(home: Path, sample_pdf: Path) -> None:
-    result = _run(home, "search", sample_pdf, QUESTION, "--preset", "test", "--json")
+    result = run_cli(home, "search", sample_pdf, QUESTION, "--preset", "test", "--json")
     assert result.returncode == 0, result.stderr
     hits = json.loads(result.stdout)
     assert 1 <= len(hits) <= 4
@@ -204,7 +185,7 @@ def test_search_json(home: Path, sample_pdf: Path) -> None:
         assert hit["text"].strip()
     assert any(h["heading"].startswith("12.3 Termination for Convenience") and h["page_start"] == 9 for h in hits)
 
-    two = json.loads(_run(home, "search", sample_pdf, QUESTION, "--preset", "test", "--json", "-k", "2").stdout)
+    two = json.loads(run_cli(home, "search", sample_pdf, QUESTION, "--preset", "test", "--json", "-k", "2").stdout)
     assert 1 <= len(two) <= 2
 
 
@@ -212,8 +193,8 @@ def test_search_json(home: Path, sample_pdf: Path) -> None:
 def ask_default(home: Path, sample_pdf: Path) -> dict[str, subprocess.CompletedProcess[str]]:
     """Returns the JSON and the human output of `docpipe ask` with the default preset (real MiniLM)."""
     return {
-        "json": _run(home, "ask", sample_pdf, QUESTION, "--json"),
-        "human": _run(home, "ask", sample_pdf, QUESTION),
+        "json": run_cli(home, "ask", sample_pdf, QUESTION, "--json"),
+        "human": run_cli(home, "ask", sample_pdf, QUESTION),
     }
 
 
@@ -244,7 +225,7 @@ def test_ask_human_output_shows_answer_page_and_model_notice(ask_default) -> Non
 
 def test_broken_pipe_stops_quietly(home: Path, sample_pdf: Path) -> None:
     args = ["search", sample_pdf, "termination", "--preset", "test", "--json", "-k", "50", "--budget", "1000000"]
-    full = _run(home, *args)
+    full = run_cli(home, *args)
     assert full.returncode == 0, full.stderr
     read_end, write_end = os.pipe()
     pipe_size = fcntl.fcntl(write_end, F_SETPIPE_SZ, 4096)
@@ -252,7 +233,7 @@ def test_broken_pipe_stops_quietly(home: Path, sample_pdf: Path) -> None:
     assert len(full.stdout.encode()) > 2 * (pipe_size + 8192)
     process = subprocess.Popen(
         [sys.executable, "-m", "docpipe", *map(str, args)],
-        env=_env(home),
+        env=cli_env(home),
         stdout=write_end,
         stderr=subprocess.PIPE,
         text=True,
@@ -290,7 +271,7 @@ def bad_input(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, str
 
 def test_unreadable_input_is_a_one_line_error(home: Path, bad_input: tuple[Path, str]) -> None:
     path, fragment = bad_input
-    result = _run(home, "ask", path, QUESTION, "--preset", "test")
+    result = run_cli(home, "ask", path, QUESTION, "--preset", "test")
     _assert_one_line_error(result, fragment, path.name)
     assert result.stdout == ""
 
@@ -301,34 +282,34 @@ def test_debug_shows_the_traceback(home: Path, bad_input: tuple[Path, str]) -> N
         ["--debug", "ask", path, QUESTION, "--preset", "test"],
         ["ask", path, QUESTION, "--preset", "test", "--debug"],
     ):
-        result = _run(home, *args)
+        result = run_cli(home, *args)
         assert result.returncode != 0
         assert "Traceback" in result.stderr
 
 
 def test_zero_k_is_a_one_line_error(home: Path, sample_pdf: Path) -> None:
-    result = _run(home, "search", sample_pdf, QUESTION, "--preset", "test", "-k", "0")
+    result = run_cli(home, "search", sample_pdf, QUESTION, "--preset", "test", "-k", "0")
     _assert_one_line_error(result, "k must be at least 1")
 
 
 def test_empty_question_and_folder_are_one_line_errors(home: Path, sample_pdf: Path) -> None:
-    _assert_one_line_error(_run(home, "ask", sample_pdf, "  ", "--preset", "test"), "question is empty")
-    _assert_one_line_error(_run(home, "ask", sample_pdf.parent, QUESTION, "--preset", "test"), "is a folder")
+    _assert_one_line_error(run_cli(home, "ask", sample_pdf, "  ", "--preset", "test"), "question is empty")
+    _assert_one_line_error(run_cli(home, "ask", sample_pdf.parent, QUESTION, "--preset", "test"), "is a folder")
 
 
 def test_invalid_setting_in_the_environment_is_a_one_line_error(home: Path, sample_pdf: Path) -> None:
-    result = _run(home, "search", sample_pdf, QUESTION, "--preset", "test", extra_env={"DOCPIPE_RETRIEVAL__K": "0"})
+    result = run_cli(home, "search", sample_pdf, QUESTION, "--preset", "test", env={"DOCPIPE_RETRIEVAL__K": "0"})
     _assert_one_line_error(result, "retrieval")
 
 
 def test_encrypted_pdf_opens_with_password(home: Path, encrypted_pdf: Path) -> None:
-    result = _run(
+    result = run_cli(
         home, "search", encrypted_pdf, "encryption", "--password", ENCRYPTED_PASSWORD, "--preset", "test", "--json"
     )
     assert result.returncode == 0, result.stderr
     hits = json.loads(result.stdout)
     assert any("pdf encryption test" in h["text"] for h in hits)
-    wrong = _run(home, "search", encrypted_pdf, "encryption", "--password", "wrong", "--preset", "test")
+    wrong = run_cli(home, "search", encrypted_pdf, "encryption", "--password", "wrong", "--preset", "test")
     _assert_one_line_error(wrong, "password does not open", ENCRYPTED)
 
 
@@ -349,7 +330,7 @@ def _options(command: str) -> dict[str, Any]:
 
 
 def test_ui_help_lists_the_engine_and_store_options(home: Path) -> None:
-    result = _run(home, "ui", "--help")
+    result = run_cli(home, "ui", "--help")
     assert result.returncode == 0, result.stderr
     for option in (*ENGINE_OPTIONS, *COMMON_OPTIONS, "--host", "--port", "--auth-file", "--max-pages"):
         assert option in result.stdout, option
@@ -395,7 +376,7 @@ def _login_file(tmp_path: Path, mode: int) -> Path:
 
 def test_ui_refuses_a_login_file_others_can_read_before_serving(home: Path, tmp_path: Path) -> None:
     loose = _login_file(tmp_path, 0o644)
-    _assert_one_line_error(_run(home, "ui", "--auth-file", loose, "--preset", "test"), "chmod 600")
-    both = _run(home, "ui", "--auth-file", _login_file(tmp_path, 0o600), "--auth", "a:b", "--preset", "test")
+    _assert_one_line_error(run_cli(home, "ui", "--auth-file", loose, "--preset", "test"), "chmod 600")
+    both = run_cli(home, "ui", "--auth-file", _login_file(tmp_path, 0o600), "--auth", "a:b", "--preset", "test")
     _assert_one_line_error(both, "give the login once")
-    _assert_one_line_error(_run(home, "ui", "--auth", "no-colon", "--preset", "test"), "user:password")
+    _assert_one_line_error(run_cli(home, "ui", "--auth", "no-colon", "--preset", "test"), "user:password")

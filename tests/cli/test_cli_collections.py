@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import TIMEOUT_S, cli_env, run_cli
 
-TIMEOUT_S = 300
 NAMES = ("falcon_supply.pdf", "heron_license.pdf", "osprey_services.pdf")
 # Names Heron's contract by its parties and kind: routed to it alone, whose notice period is 120 days.
 HERON_QUESTION = "Heron Software Ltd. and Maple Bank plc license agreement: what notice is needed to terminate?"
@@ -90,21 +90,8 @@ def _contract_pdf(title: str, clauses: list[tuple[str, str]]) -> bytes:
     return buffer.getvalue()
 
 
-def _env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCPIPE_")}
-    env["DOCPIPE_HOME"] = str(home)
-    return env
-
-
 def _run(home: Path, *args: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "docpipe", *map(str, args), "--preset", "test"],
-        env=_env(home),
-        cwd=home.parent,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
+    return run_cli(home, *args, "--preset", "test")
 
 
 def _json(home: Path, *args: Any) -> Any:
@@ -227,7 +214,7 @@ def test_progress_bars_go_to_a_terminal_and_stdout_holds_only_the_result(tmp_pat
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a terminal has a size
     process = subprocess.Popen(
         [sys.executable, "-m", "docpipe", "ingest", "--collection", "deal", str(contracts), "--preset", "test"],
-        env=_env(home),
+        env=cli_env(home),
         stdout=subprocess.PIPE,
         stderr=terminal,
         text=True,

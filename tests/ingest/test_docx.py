@@ -21,8 +21,8 @@ import pytest
 from docx import Document as WordDocument
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
-from test_collections import agreement_pdf
-from test_server import serving
+from support.contracts import agreement_pdf
+from support.server import serving
 
 from docpipe import DocPipe, Settings
 from docpipe.engine.fake import EchoEngine

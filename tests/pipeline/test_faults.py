@@ -21,7 +21,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_server import QUESTION, ask, assert_error, free_port, server_env, serving, upload
+from support.net import free_port
+from support.server import QUESTION, ask, assert_error, server_env, serving, upload
 
 from docpipe.testing.models import wait_until_up
 

@@ -20,9 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from test_collections import agreement_pdf
-from test_server import serving
-from test_server_matters import new_key
+from support.contracts import agreement_pdf, lines_pdf
+from support.server import new_key, serving
 
 from docpipe import DocPipe, ReviewGrid, Settings
 from docpipe.analysis.report import CategoryFinding, ContractReport
@@ -195,11 +194,9 @@ def test_a_grid_through_the_public_api_exports_its_formula_questions_and_names_a
 def test_a_checklist_report_whose_clause_is_a_formula_exports_it_as_text(tmp_path: Path) -> None:
     """Through `DocPipe.analyze` offline, over a contract that opens with a formula in its governing-law clause
     (the first line: the clause the extractive picker quotes starts with it)."""
-    from test_server_collections import contract_pdf
-
     clause = f"{HYPERLINK} This Agreement is governed by the laws of the State of Texas."
     pdf = tmp_path / "clause.pdf"
-    pdf.write_bytes(contract_pdf(clause, "1. SUPPLY", "1.1 The Seller shall supply the Products.", "2. NOTICES"))
+    pdf.write_bytes(lines_pdf(clause, "1. SUPPLY", "1.1 The Seller shall supply the Products.", "2. NOTICES"))
     report = DocPipe(Settings.preset("test", home=tmp_path / "home")).analyze(pdf, ["Governing Law"])
     assert report.finding("Governing Law").clause.startswith(HYPERLINK), report.finding("Governing Law").clause
 

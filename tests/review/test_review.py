@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from test_collections import PARTIES, agreement_pdf
+from support.contracts import PARTIES, agreement_pdf
 
 from docpipe import DocPipe, ReviewCancelled, ReviewGrid, Settings
 from docpipe.cli import main

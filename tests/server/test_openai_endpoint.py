@@ -9,8 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_server import QUESTION, Served, serving
-from test_server_matters import new_key
+from support.server import QUESTION, Served, new_key, serving
 
 openai = pytest.importorskip("openai", reason="the tests call the server with the openai client: pip install openai")
 

@@ -19,7 +19,8 @@ from typing import Any
 
 import httpx
 import pytest
-from test_server import Served, free_port, serving
+from support.net import free_port
+from support.server import Served, serving
 
 pytestmark = [
     pytest.mark.integration,

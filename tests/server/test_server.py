@@ -3,194 +3,43 @@ called over HTTP. The REST API, its errors and limits, the bearer token, the wor
 /metrics, 100 concurrent clients; and priority: interactive questions go ahead of bulk analysis, in the
 batcher and in the real vLLM scheduler.
 
-`serving` (a context manager) is shared with test_faults.py: every server a test starts is stopped by it.
+`serving` (tests/support/server.py): every server a test starts is stopped by the block that started it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
-import io
 import json
-import os
 import re
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from support.contracts import contract_pdf
+from support.server import (
+    ENCRYPTED,
+    ENCRYPTED_PASSWORD,
+    QUESTION,
+    TOKEN,
+    Served,
+    ask,
+    assert_error,
+    metric,
+    metric_samples,
+    server_env,
+    serving,
+    upload,
+)
 
 from docpipe.engine.base import PRIORITY_ANALYSIS, PRIORITY_INTERACTIVE, GenerationRequest, GenerationResult
-from docpipe.testing.models import wait_until_up
-
-QUESTION = "What is the notice period for termination for convenience?"
-TOKEN = "test-token-0123456789abcdef"
-STARTUP_S = 90
-ENCRYPTED = "pypdf-r2-user-password.pdf"
-ENCRYPTED_PASSWORD = "asdfzxcv"
-
-
-# -- a real server process ----------------------------------------------------------------------------------
-@dataclass
-class Served:
-    url: str
-    home: Path
-    process: subprocess.Popen[bytes]
-    log: Path
-    token: str | None = None
-    args: list[str] = field(default_factory=list)
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
-
-    def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-    def kill(self) -> None:
-        """SIGKILL to the whole process group (the server and any extraction worker)."""
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        """SIGTERM (graceful shutdown), then SIGKILL after 15 s."""
-        if self.process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCPIPE_")}
-    env.update(
-        HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false"
-    )
-    env.update(extra or {})
-    return env
-
-
-@contextlib.contextmanager
-def serving(
-    home: Path,
-    *args: str,
-    token: str | None = TOKEN,
-    env: dict[str, str] | None = None,
-    port: int | None = None,
-    log_name: str = "serve.log",
-) -> Iterator[Served]:
-    """Runs `docpipe serve --preset test --home HOME ARGS` on 127.0.0.1 until the block ends (or fails)."""
-    for module in ("fastapi", "uvicorn", "prometheus_client"):
-        pytest.importorskip(
-            module, reason="docpipe serve needs the serve extra: pip install 'docpipe-contracts[serve]'"
-        )
-    port = port or free_port()
-    home.mkdir(parents=True, exist_ok=True)
-    log = home.parent / log_name
-    command = [
-        sys.executable, "-m", "docpipe", "serve", "--preset", "test", "--home", str(home),
-        "--port", str(port), "--log-level", "warning", *args,
-    ]  # fmt: skip
-    extra = {**(env or {}), **({"DOCPIPE_SERVE_TOKEN": token} if token else {})}
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            command,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=server_env(extra),
-            cwd=home.parent,
-            start_new_session=True,
-        )
-    served = Served(f"http://127.0.0.1:{port}", home, process, log, token, list(args))
-    try:
-        wait_until_up(
-            process, f"{served.url}/v1/health", timeout_s=STARTUP_S, log=log, what="docpipe serve", poll_s=0.2
-        )
-        yield served
-    finally:
-        served.stop()
-
-
-def upload(served: Served, data: bytes, *, name: str = "contract.pdf", password: str | None = None) -> httpx.Response:
-    headers = {**served.headers, "Content-Type": "application/pdf"}
-    if password is not None:
-        headers["X-Document-Password"] = password
-    return httpx.post(f"{served.url}/v1/documents", params={"name": name}, content=data, headers=headers, timeout=120)
-
-
-def ask(served: Served, doc_id: str, body: dict[str, Any], timeout: float = 60) -> httpx.Response:
-    return httpx.post(f"{served.url}/v1/documents/{doc_id}/ask", json=body, headers=served.headers, timeout=timeout)
-
-
-def metric_samples(served: Served) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Returns {(sample name, sorted labels): value} from /metrics."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    text = httpx.get(f"{served.url}/metrics", timeout=10).text
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def metric(samples: dict, name: str, **labels: str) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
-
-
-def assert_error(response: httpx.Response, status: int, kind: str, *fragments: str) -> str:
-    assert response.status_code == status, (response.status_code, response.text)
-    body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"type", "message"}, body
-    assert body["error"]["type"] == kind, body
-    message = body["error"]["message"]
-    for fragment in fragments:
-        assert fragment in message, message
-    return message
-
-
-def contract_pdf(*paragraphs: str) -> bytes:
-    """Returns a small PDF whose text is `paragraphs`, drawn verbatim (markup-like text stays text)."""
-    from reportlab.lib.pagesizes import letter
-    from reportlab.pdfgen import canvas
-
-    buffer = io.BytesIO()
-    pdf = canvas.Canvas(buffer, pagesize=letter)
-    y = 740
-    for paragraph in paragraphs:
-        words, line = paragraph.split(), ""
-        for word in words:
-            if len(line) + len(word) > 85:
-                pdf.drawString(60, y, line)
-                y, line = y - 16, ""
-            line = f"{line} {word}".strip()
-        pdf.drawString(60, y, line)
-        y -= 28
-        if y < 80:
-            pdf.showPage()
-            y = 740
-    pdf.save()
-    return buffer.getvalue()
 
 
 # -- the module's server ------------------------------------------------------------------------------------

@@ -4,86 +4,19 @@ keys of another matter and read-only keys cannot do; and each new input abused (
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from test_server import Served, assert_error, serving
-from test_server_matters import new_key
+from support.contracts import CONTRACTS, NAMED_QUESTION, contract, lines_pdf
+from support.server import Client, assert_error, new_key, serving
 
 from docpipe import AccessLog
 
 pytestmark = pytest.mark.integration
 
 MAX_UPLOAD_MB = 0.05  # 51 KB: the generated contracts are about 2 KB, the "oversized" one is over it
-
-
-def contract_pdf(*lines: str, compress: bool = True) -> bytes:
-    from reportlab.lib.pagesizes import letter
-    from reportlab.pdfgen import canvas
-
-    buffer = io.BytesIO()
-    pdf = canvas.Canvas(buffer, pagesize=letter, pageCompression=1 if compress else 0)
-    y = 740
-    for line in lines:
-        pdf.drawString(60, y, line)
-        y -= 20
-        if y < 80:
-            pdf.showPage()
-            y = 740
-    pdf.save()
-    return buffer.getvalue()
-
-
-def contract(title: str, party: str, days: str, law: str, extra: str = "") -> bytes:
-    return contract_pdf(
-        title.upper(),
-        f"This {title} is made between {party} Inc. and Northwind Buyer LLC.",
-        "ARTICLE 1 DEFINITIONS",
-        f'1.1 "Services" means the services {party} provides. {extra}',
-        "ARTICLE 2 TERMINATION",
-        f"2.1 Either party may terminate this Agreement for convenience on {days} days written notice.",
-        "ARTICLE 3 GOVERNING LAW",
-        f"3.1 This Agreement is governed by the laws of {law}.",
-    )
-
-
-CONTRACTS = {
-    "acme-supply.pdf": contract("Supply Agreement", "Acme Widgets", "ninety (90)", "Delaware"),
-    "globex-license.pdf": contract("License Agreement", "Globex Software", "thirty (30)", "New York"),
-    "initech-services.pdf": contract("Services Agreement", "Initech Consulting", "sixty (60)", "Texas"),
-}
-NAMED_QUESTION = "What is the notice period for termination for convenience in the Globex Software license agreement?"
-
-
-class Client:
-    def __init__(self, served: Served, key: str, matter: str | None = None) -> None:
-        self.url = served.url
-        self.headers = {"Authorization": f"Bearer {key}"}
-        if matter:
-            self.headers["X-Matter"] = matter
-
-    def get(self, path: str) -> httpx.Response:
-        return httpx.get(self.url + path, headers=self.headers, timeout=60)
-
-    def delete(self, path: str) -> httpx.Response:
-        return httpx.delete(self.url + path, headers=self.headers, timeout=60)
-
-    def post(self, path: str, **kw) -> httpx.Response:
-        return httpx.post(self.url + path, headers={**self.headers, **kw.pop("headers", {})}, timeout=120, **kw)
-
-    def create(self, name: str) -> httpx.Response:
-        return self.post("/v1/collections", json={"name": name})
-
-    def add_files(self, name: str, files: dict[str, bytes], **data: str | list[str]) -> httpx.Response:
-        parts = [("file", (file, content, "application/pdf")) for file, content in files.items()]
-        return self.post(f"/v1/collections/{name}/documents", files=parts, data=data)
-
-    def add_ids(self, name: str, ids: list) -> httpx.Response:
-        return self.post(f"/v1/collections/{name}/documents", json={"ids": ids})
 
 
 @pytest.fixture(scope="module")
@@ -253,7 +186,7 @@ def test_a_bad_name_in_the_path_is_refused_and_creates_nothing(world: dict, raw:
 def test_oversized_empty_and_non_pdf_files_fail_alone(world: dict) -> None:
     alice = client(world, "alice")
     assert alice.create("mixed").status_code == 201
-    big = contract_pdf(*[f"Line {n} of a long schedule of prices " + "x" * 60 for n in range(1500)], compress=False)
+    big = lines_pdf(*[f"Line {n} of a long schedule of prices " + "x" * 60 for n in range(1500)], compress=False)
     assert len(big) > MAX_UPLOAD_MB * 1024 * 1024  # a real PDF, refused for its size alone
     files = {
         "good.pdf": CONTRACTS["initech-services.pdf"],

@@ -16,16 +16,23 @@ import json
 import os
 import resource
 import signal
-import socket
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from test_server import QUESTION, Served, assert_error, contract_pdf, free_port, server_env
+from support.contracts import contract_pdf
+from support.net import free_port
+from support.server import (
+    QUESTION,
+    SOCKET_S,
+    Served,
+    assert_error,
+    connect,
+    head,
+    read_until_closed,
+    serving_options,
+)
 
 from docpipe.errors import ConfigError, StoreError
 from docpipe.server.errors import error_status
@@ -37,71 +44,8 @@ from docpipe.server.options import (
     resolve_token,
     resolve_ui_auth,
 )
-from docpipe.testing.models import wait_until_up
 
-STARTUP_S = 90
-SOCKET_S = 30  # a protection that works answers well within this; one that is missing never does
 METRICS_TOKEN = "metrics-token-0123456789abcdef"
-
-# The server process: the `test` preset, the echo engine, ServeOptions from JSON.
-_RUNNER = """
-import json, logging, sys
-from docpipe import DocPipe, Settings
-from docpipe.server import ServeOptions, serve
-logging.basicConfig(level=logging.WARNING)
-home, options = sys.argv[1], json.loads(sys.argv[2])
-dp = DocPipe(Settings.preset("test", home=home, engine={"backend": "echo"}))
-sys.exit(serve(dp, ServeOptions(**options)))
-"""
-
-
-@contextlib.contextmanager
-def serving_options(
-    home: Path, *, preexec: Callable[[], None] | None = None, log_name: str = "serve.log", **options: Any
-) -> Iterator[Served]:
-    """Runs `serve()` with ``ServeOptions(**options)`` (127.0.0.1, no workbench by default) until the block ends."""
-    for module in ("fastapi", "uvicorn", "prometheus_client"):
-        pytest.importorskip(
-            module, reason="docpipe serve needs the serve extra: pip install 'docpipe-contracts[serve]'"
-        )
-    port = free_port()
-    options = {"host": "127.0.0.1", "port": port, "ui": False, "log_level": "warning", **options}
-    home.mkdir(parents=True, exist_ok=True)
-    log = home.parent / log_name
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-c", _RUNNER, str(home), json.dumps(options)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=server_env(),
-            cwd=home.parent,
-            start_new_session=True,
-            preexec_fn=preexec,
-        )
-    served = Served(f"http://127.0.0.1:{port}", home, process, log)
-    try:
-        wait_until_up(process, f"{served.url}/v1/health", timeout_s=STARTUP_S, log=log, what="serve()", poll_s=0.2)
-        yield served
-    finally:
-        served.stop()
-
-
-def connect(served: Served) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", int(served.url.rsplit(":", 1)[1])), timeout=SOCKET_S)
-    sock.settimeout(SOCKET_S)
-    return sock
-
-
-def read_until_closed(sock: socket.socket) -> bytes:
-    """Returns everything the server sends until it closes the connection (socket.timeout if it never does)."""
-    reply = b""
-    while chunk := sock.recv(65536):
-        reply += chunk
-    return reply
-
-
-def head(host: str = "127.0.0.1", extra: str = "") -> bytes:
-    return f"GET /v1/health HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n".encode()
 
 
 # -- a server with short limits -----------------------------------------------------------------------------

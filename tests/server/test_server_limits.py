@@ -20,11 +20,23 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_server import QUESTION, Served, ask, assert_error, contract_pdf, serving, upload
-from test_server_collections import contract
-from test_server_hardening import SOCKET_S, connect, head, read_until_closed, serving_options
-from test_server_matters import docpipe_cli, new_key
-from test_server_review import Client as ReviewClient
+from support.cli import run_cli
+from support.contracts import contract, contract_pdf
+from support.server import (
+    QUESTION,
+    SOCKET_S,
+    Served,
+    ask,
+    assert_error,
+    connect,
+    head,
+    new_key,
+    read_until_closed,
+    serving,
+    serving_options,
+    upload,
+)
+from support.server import Client as BaseClient
 
 from docpipe.access.log import AccessLog
 
@@ -207,7 +219,7 @@ def _contract(party: str) -> bytes:
     return contract(f"{party} Supply Agreement", party, "ninety (90)", f"the {party} Islands")
 
 
-class Client(ReviewClient):
+class Client(BaseClient):
     def upload(self, data: bytes, name: str) -> str:
         response = self.post(
             "/v1/documents", params={"name": name}, content=data, headers={"Content-Type": "application/pdf"}
@@ -298,7 +310,7 @@ def test_docpipe_rm_of_a_file_leaves_nothing_of_it_in_any_matter_or_file(world: 
 
     # As from an operator's shell: docpipe rm runs with its default settings, not the server's test preset,
     # so the server's collection indexes are built with an embedder the command does not use.
-    removed = docpipe_cli(home, "rm", str(gone_pdf), "--json")
+    removed = run_cli(home, "rm", str(gone_pdf), "--json")
     assert removed.returncode == 0, removed.stderr
     assert json.loads(removed.stdout)["purged"] == 1, removed.stdout
     assert _files_holding(home, gone["id"], "Quillfeather") == []
@@ -371,7 +383,7 @@ def test_only_an_admin_deletes_a_matter_and_nothing_of_it_is_left(world: dict) -
     assert [d["id"] for d in keep.get("/v1/collections/room-keep").json()["documents"]] == [copy["id"]]
     assert keep.post(f"/v1/documents/{copy['id']}/ask", json={"question": LAW}).status_code == 200
 
-    log = docpipe_cli(home, "audit", "--matter", "deal-m", "--json")
+    log = run_cli(home, "audit", "--matter", "deal-m", "--json")
     entries = [json.loads(line) for line in log.stdout.splitlines()]
     deleted = [(e["user"], e["outcome"]) for e in entries if e["action"] == "delete_matter"]
     # The reader's and the writer's refused attempts are there too, before the admin's delete.
@@ -386,7 +398,7 @@ def test_docpipe_rm_delete_matter_leaves_nothing_of_it(world: dict) -> None:
     doc = made["larkspur.pdf"]
     assert _records_of(home, "deal-cli")
 
-    removed = docpipe_cli(home, "rm", "--matter", "deal-cli", "--delete-matter", "--json")
+    removed = run_cli(home, "rm", "--matter", "deal-cli", "--delete-matter", "--json")
     assert removed.returncode == 0, removed.stderr
     assert json.loads(removed.stdout)["purged"] == 1, removed.stdout
     assert _files_holding(home, doc["id"], "Larkspur") == []
@@ -396,11 +408,11 @@ def test_docpipe_rm_delete_matter_leaves_nothing_of_it(world: dict) -> None:
     assert_error(erin.get(f"/v1/answers/{doc['answer']}"), 404, "not_found")
     assert_error(erin.get(f"/v1/jobs/{made['job']['id']}"), 404, "not_found")
     # The access log says who deleted the matter: the login name of whoever ran the command.
-    log = docpipe_cli(home, "audit", "--matter", "deal-cli", "--json")
+    log = run_cli(home, "audit", "--matter", "deal-cli", "--json")
     entries = [json.loads(line) for line in log.stdout.splitlines()]
     deleted = [(e["user"], e["key_id"], e["outcome"]) for e in entries if e["action"] == "delete_matter"]
     assert deleted == [(getpass.getuser(), "cli", "ok")], entries[-3:]
-    assert docpipe_cli(home, "audit", "--verify").returncode == 0
+    assert run_cli(home, "audit", "--verify").returncode == 0
 
 
 def test_docpipe_rm_of_a_document_is_in_the_access_log_of_each_matter_that_held_it(world: dict) -> None:
@@ -409,9 +421,9 @@ def test_docpipe_rm_of_a_document_is_in_the_access_log_of_each_matter_that_held_
     data = _contract("Foxglove")
     doc_id = one.upload(data, "foxglove.pdf")
     assert two.upload(data, "copy.pdf") == doc_id
-    removed = docpipe_cli(home, "rm", doc_id[:12])
+    removed = run_cli(home, "rm", doc_id[:12])
     assert removed.returncode == 0, removed.stderr
-    log = docpipe_cli(home, "audit", "--document", doc_id, "--json")
+    log = run_cli(home, "audit", "--document", doc_id, "--json")
     entries = [json.loads(line) for line in log.stdout.splitlines()]
     deleted = sorted((e["matter"], e["user"], e["key_id"]) for e in entries if e["action"] == "delete_document")
     assert deleted == [("deal-r1", getpass.getuser(), "cli"), ("deal-r2", getpass.getuser(), "cli")], entries

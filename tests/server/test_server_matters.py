@@ -5,8 +5,6 @@ each key can see and do, encrypted PDFs, deletion that leaves nothing behind, an
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -14,48 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_server import ENCRYPTED, ENCRYPTED_PASSWORD, QUESTION, Served, assert_error, serving
+from support.cli import run_cli
+from support.server import ENCRYPTED, ENCRYPTED_PASSWORD, QUESTION, Client, Served, assert_error, new_key, serving
 
 pytestmark = pytest.mark.integration
-
-
-def docpipe_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "docpipe", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-def new_key(home: Path, user: str, *grants: str) -> str:
-    done = docpipe_cli(home, "keys", "create", "--user", user, *[f"--matter={g}" for g in grants], "--json")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)["key"]
-
-
-class Client:
-    def __init__(self, served: Served, key: str, matter: str | None = None) -> None:
-        self.url = served.url
-        self.headers = {"Authorization": f"Bearer {key}"}
-        if matter:
-            self.headers["X-Matter"] = matter
-
-    def get(self, path: str, **kw) -> httpx.Response:
-        return httpx.get(self.url + path, headers={**self.headers, **kw.pop("headers", {})}, timeout=60, **kw)
-
-    def delete(self, path: str) -> httpx.Response:
-        return httpx.delete(self.url + path, headers=self.headers, timeout=60)
-
-    def upload(self, data: bytes, name: str, password: str | None = None) -> httpx.Response:
-        headers = {**self.headers, "Content-Type": "application/pdf"}
-        if password:
-            headers["X-Document-Password"] = password
-        return httpx.post(f"{self.url}/v1/documents", params={"name": name}, content=data, headers=headers, timeout=120)
-
-    def ask(self, doc_id: str, body: dict) -> httpx.Response:
-        return httpx.post(f"{self.url}/v1/documents/{doc_id}/ask", json=body, headers=self.headers, timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +45,7 @@ def test_every_route_needs_a_key_and_a_revoked_key_stops_at_once(world: dict, sa
     temp = new_key(world["home"], "temp", "deal-x:read")
     assert Client(served, temp).get("/v1/documents").status_code == 200
     key_id = temp.split("_")[1]
-    assert docpipe_cli(world["home"], "keys", "revoke", key_id).returncode == 0
+    assert run_cli(world["home"], "keys", "revoke", key_id).returncode == 0
     assert_error(Client(served, temp).get("/v1/documents"), 401, "unauthorized", "revoked")
 
 
@@ -185,7 +145,7 @@ def test_deleting_leaves_nothing_and_the_access_log_says_who_did_what(world: dic
             assert doc_id.encode() not in content and b"Quillfeather" not in content, path
     assert_error(bob.get(f"/v1/answers/{answer['id']}"), 404, "not_found")
 
-    log = docpipe_cli(home, "audit", "--user", "bob", "--json")
+    log = run_cli(home, "audit", "--user", "bob", "--json")
     entries = [json.loads(line) for line in log.stdout.splitlines()]
     actions = [(e["action"], e["matter"], e["outcome"]) for e in entries if e["document"] == doc_id]
     assert actions == [
@@ -196,7 +156,7 @@ def test_deleting_leaves_nothing_and_the_access_log_says_who_did_what(world: dic
         ("delete_document", "deal-y", "ok"),
     ]
     assert "What law governs?" not in (home / "audit" / "access.log").read_text()
-    verified = docpipe_cli(home, "audit", "--verify")
+    verified = run_cli(home, "audit", "--verify")
     assert verified.returncode == 0 and "intact" in verified.stdout
 
 

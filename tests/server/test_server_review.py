@@ -11,11 +11,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from test_server import Served, assert_error, serving
-from test_server_collections import CONTRACTS, contract, contract_pdf
-from test_server_matters import docpipe_cli, new_key
+from support.cli import run_cli
+from support.contracts import CONTRACTS, contract, lines_pdf
+from support.server import Client, assert_error, new_key, serving
 
 from docpipe import AccessLog
 from docpipe.server.jobs import JOB_ID, MAX_UNFINISHED_PER_USER
@@ -36,46 +35,6 @@ BIG_ROOM = 48
 COLUMNS = 60  # of the killed-server grid: 37 contracts x 60 offline cells, several seconds to run
 
 
-class Client:
-    def __init__(self, served: Served, key: str, matter: str | None = None) -> None:
-        self.url = served.url
-        self.headers = {"Authorization": f"Bearer {key}"}
-        if matter:
-            self.headers["X-Matter"] = matter
-
-    def get(self, path: str, **kw) -> httpx.Response:
-        return httpx.get(self.url + path, headers={**self.headers, **kw.pop("headers", {})}, timeout=60, **kw)
-
-    def delete(self, path: str) -> httpx.Response:
-        return httpx.delete(self.url + path, headers=self.headers, timeout=60)
-
-    def post(self, path: str, **kw) -> httpx.Response:
-        return httpx.post(self.url + path, headers={**self.headers, **kw.pop("headers", {})}, timeout=120, **kw)
-
-    def collection(self, name: str, files: dict[str, bytes], password: str | None = None) -> None:
-        assert self.post("/v1/collections", json={"name": name}).status_code in (200, 201)
-        parts = [("file", (file, content, "application/pdf")) for file, content in files.items()]
-        added = self.post(f"/v1/collections/{name}/documents", files=parts, data={"password": password or ""})
-        assert added.status_code == 200 and not added.json()["failed"], added.text
-        assert len(added.json()["added"]) == len(files)
-
-    def review(self, name: str, **body) -> httpx.Response:
-        return self.post(f"/v1/collections/{name}/review", json=body)
-
-    def wait(self, job_id: str, *states: str, timeout_s: float = 120) -> dict:
-        """Returns the job once its state is one of `states` (default: any finished state)."""
-        states = states or ("done", "failed", "cancelled")
-        deadline = time.monotonic() + timeout_s
-        while True:
-            got = self.get(f"/v1/jobs/{job_id}")
-            assert got.status_code == 200, got.text
-            job = got.json()
-            if job["state"] in states:
-                return job
-            assert time.monotonic() < deadline, job
-            time.sleep(0.05)
-
-
 TOPICS = ["payment", "invoices", "warranty", "liability", "indemnity", "insurance", "audit", "confidentiality"]
 TOPICS += ["assignment", "subcontracting", "notices", "force majeure", "termination", "renewal", "disputes"]
 
@@ -90,7 +49,7 @@ def long_contract(n: int) -> bytes:
             f"{a}.1 The {topic} obligations of Supplier {n} under this Article last {a + n} days after notice."
         )
         lines.append(f"{a}.2 Each party shall perform its {topic} duties in good faith and at its own cost and risk.")
-    return contract_pdf(*lines)
+    return lines_pdf(*lines)
 
 
 def many_contracts(count: int) -> dict[str, bytes]:
@@ -422,7 +381,7 @@ def test_deleting_a_document_or_a_matter_deletes_the_review_jobs_that_quote_it(
         assert who.get(f"/v1/jobs/{other['id']}").json()["state"] == "done"  # it never quoted that contract
         # `docpipe rm` (no server runner: it deletes the records) takes the other job with its document.
         other_doc = other["grid"]["rows"][0]["document_id"]
-        rm = docpipe_cli(home, "rm", other_doc)
+        rm = run_cli(home, "rm", other_doc)
         assert rm.returncode == 0 and "1 review jobs" in rm.stdout, rm.stdout + rm.stderr
         assert who.get(f"/v1/jobs/{other['id']}").status_code == 404
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.net import free_port
 
 from docpipe import DocPipe, Settings
 from docpipe.engine.fake import EchoEngine
@@ -47,12 +48,6 @@ import docpipe.ui.handlers  # noqa: E402
 from docpipe.names import clean_upload_name  # noqa: E402
 from docpipe.ui.app import build_app, default_docpipe, launch_kwargs  # noqa: E402
 from docpipe.ui.render import highlight  # noqa: E402
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +88,7 @@ def _serve(dp: DocPipe, *, gradio_size_limit: bool = True, **options) -> Iterato
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     upload_mb = options.setdefault("max_upload_mb", 5)
     demo = build_app(dp, **options)
-    port = _free_port()
+    port = free_port()
     kwargs = launch_kwargs(max_upload_mb=upload_mb, store_root=dp.store.root)
     if not gradio_size_limit:
         kwargs.pop("max_file_size")
@@ -373,7 +368,7 @@ def test_upload_size_limit_is_a_clear_message(
 def test_main_binds_loopback_and_asks_for_login(repo_root: Path, tmp_path: Path) -> None:
     import httpx
 
-    port = _free_port()
+    port = free_port()
     uploads = tmp_path / "gradio"
     env = {
         **os.environ,
@@ -622,7 +617,7 @@ def test_gradio_sweeps_report_copies_from_its_cache(
     assert build_app(DocPipe(Settings.preset("test", home=tmp_path / "h0"))).delete_cache == docpipe.ui.app.DELETE_CACHE
     dp = DocPipe(Settings.preset("test", home=tmp_path / "home"))
     demo = build_app(dp, delete_cache=(1, 1))
-    port = _free_port()
+    port = free_port()
     demo.launch(
         prevent_thread_lock=True,
         server_name="127.0.0.1",

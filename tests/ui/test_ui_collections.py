@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_server import serving
-from test_server_collections import CONTRACTS, NAMED_QUESTION
+from support.contracts import CONTRACTS, NAMED_QUESTION
+from support.server import serving
 
 from docpipe import AccessLog, KeyStore
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_server import contract_pdf
+from support.contracts import contract_pdf
+from support.net import free_port
 
 from docpipe import DocPipe, Settings
 from docpipe.embed.hashing import HashingEmbedder
@@ -153,9 +153,7 @@ def gated_app(
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     embedder = GatedEmbedder()
     dp = DocPipe(Settings.preset("test", home=tmp_path_factory.mktemp("ui-progress")), embedder=embedder)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     try:
         if request.param == "docpipe ui":
             demo = build_app(dp, max_upload_mb=5)

@@ -13,11 +13,11 @@ import contextlib
 import io
 import os
 import re
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.net import free_port
 
 from docpipe import Citation, DocPipe, EchoEngine, Settings
 
@@ -45,12 +45,6 @@ import docpipe.ui.review_tab  # noqa: E402
 from docpipe.ui.app import build_app, launch_kwargs  # noqa: E402
 from docpipe.ui.handlers import MAX_QUESTION_CHARS  # noqa: E402
 from docpipe.ui.review_tab import MAX_GRID_QUESTIONS  # noqa: E402
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _supply_pdf(path: Path) -> Path:
@@ -81,7 +75,7 @@ def supply_pdf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _serve(dp: DocPipe) -> Iterator[str]:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     demo = build_app(dp, max_upload_mb=5, max_pages=200)
-    port = _free_port()
+    port = free_port()
     kwargs = launch_kwargs(max_upload_mb=5, store_root=dp.store.root)
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **kwargs)
     try:

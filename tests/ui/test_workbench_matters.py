@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_server import QUESTION, serving
+from support.server import QUESTION, serving
 
 from docpipe import AccessLog, KeyStore
 
