@@ -247,7 +247,7 @@ def plan_answers(
     searched = list(queries) if queries is not None else questions
     if len(searched) != len(questions):
         raise ConfigError(f"{len(searched)} retrieval queries for {len(questions)} questions: give one per question")
-    vectors = embedder.embed(searched) if questions else []
+    vectors: Any = embedder.embed(searched) if questions else []  # one row per question
     if k is None and engine is None:
         # No model reads the context: the clause picker looks further than a prompt would hold.
         k = settings.engine.extractive_k

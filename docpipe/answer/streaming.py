@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -162,7 +162,7 @@ def stream_answer(
 _LOOP = BackgroundLoop("docpipe-answer-stream")
 
 
-def _run_async_iterator(iterator: AsyncIterator[T]) -> Iterator[T]:
+def _run_async_iterator(iterator: AsyncIterator[T]) -> Generator[T, None, None]:
     """Yields the items of an async iterator run on the shared private event loop.
 
     Errors raised by the iterator are raised here. When the consumer stops (``close()``, an exception,
@@ -173,13 +173,13 @@ def _run_async_iterator(iterator: AsyncIterator[T]) -> Iterator[T]:
         while True:
             step = asyncio.run_coroutine_threadsafe(_next(iterator), loop)
             try:
-                done, item = step.result()
+                result = step.result()
             except BaseException:
                 step.cancel()  # e.g. KeyboardInterrupt while waiting: do not leave the request running
                 raise
-            if done:
+            if result[0]:
                 return
-            yield item
+            yield result[1]
     finally:
         closing = asyncio.run_coroutine_threadsafe(_close(iterator), loop)
         # Collected as garbage on the loop's own thread, it closes on its own: waiting would block the loop.
@@ -191,7 +191,7 @@ def _run_async_iterator(iterator: AsyncIterator[T]) -> Iterator[T]:
                 logger.warning("an answer stream did not close within %s s", _CLOSE_TIMEOUT_S, exc_info=True)
 
 
-async def _next(iterator: AsyncIterator[T]) -> tuple[bool, T | None]:
+async def _next(iterator: AsyncIterator[T]) -> tuple[Literal[False], T] | tuple[Literal[True], None]:
     # run_coroutine_threadsafe takes a coroutine, not the awaitable __anext__ returns; the end becomes a flag.
     try:
         return False, await iterator.__anext__()

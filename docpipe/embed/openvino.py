@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docpipe.embed import _bert_numpy as bert_numpy
-from docpipe.embed.sentence_transformers import PACKAGED_MINILM, SentenceTransformerEmbedder, _resolve_model
+from docpipe.embed.sentence_transformers import PACKAGED_MINILM, SentenceTransformerEmbedder, resolve_model
 from docpipe.errors import ConfigError, DependencyError
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def available() -> bool:
 def supports(model: str) -> bool:
     """Returns True when this backend builds `model` (a name or folder, as in the settings): a plain BERT
     sentence encoder, as the NumPy forward pass reads it."""
-    return bert_numpy.supports(_resolve_model(model))
+    return bert_numpy.supports(resolve_model(model))
 
 
 def _import_openvino() -> Any:

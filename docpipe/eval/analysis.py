@@ -23,12 +23,12 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from docpipe.eval.retrieval import _load, normalise_span
+from docpipe.eval.retrieval import load_annotations, normalise_span
 
 if TYPE_CHECKING:
     from docpipe.pipeline import DocPipe
 
-__all__ = ["evaluate_analysis", "format_analysis_report", "span_f1"]
+__all__ = ["evaluate_analysis", "format_analysis_report", "ratio", "span_f1"]
 
 MIN_SPAN_CHARS = 4
 FIRST_PAGE_CATEGORIES = ("Document Name", "Parties", "Agreement Date", "Effective Date")
@@ -56,7 +56,7 @@ def span_f1(quote: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def _ratio(hits: int, total: int) -> float | None:
+def ratio(hits: int, total: int) -> float | None:
     return round(hits / total, 4) if total else None
 
 
@@ -67,15 +67,15 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "pairs": len(rows),
         "labelled_present": len(labelled),
-        "retrieval_recall": _ratio(sum(r["retrieved"] for r in labelled), len(labelled)),
-        "presence_precision": _ratio(len(both), len(predicted)),
-        "presence_recall": _ratio(len(both), len(labelled)),
-        "candidate_precision": _ratio(sum(r["quote_hit"] for r in predicted), len(predicted)),
-        "quote_hit_rate": _ratio(sum(r["quote_hit"] for r in both), len(both)),
+        "retrieval_recall": ratio(sum(r["retrieved"] for r in labelled), len(labelled)),
+        "presence_precision": ratio(len(both), len(predicted)),
+        "presence_recall": ratio(len(both), len(labelled)),
+        "candidate_precision": ratio(sum(r["quote_hit"] for r in predicted), len(predicted)),
+        "quote_hit_rate": ratio(sum(r["quote_hit"] for r in both), len(both)),
         "span_f1": round(sum(r["best_f1"] for r in both) / len(both), 4) if both else None,
         # Of the defined terms / cited clauses the matched sections use, the share whose text is in the context.
-        "definition_coverage": _ratio(sum(r["terms_defined"] for r in rows), sum(r["terms_used"] for r in rows)),
-        "reference_coverage": _ratio(sum(r["refs_in_context"] for r in rows), sum(r["refs_cited"] for r in rows)),
+        "definition_coverage": ratio(sum(r["terms_defined"] for r in rows), sum(r["terms_used"] for r in rows)),
+        "reference_coverage": ratio(sum(r["refs_in_context"] for r in rows), sum(r["refs_cited"] for r in rows)),
     }
 
 
@@ -91,7 +91,7 @@ def evaluate_analysis(
 ) -> dict[str, Any]:
     """Returns per-category and overall scores of `DocPipe.analyze` against CUAD labels (see module docstring)."""
     folder = Path(folder)
-    contracts = _load(folder)
+    contracts = load_annotations(folder)
     files = sorted(contracts)[: limit or None]
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import InputError
-from docpipe.eval.analysis import MIN_SPAN_CHARS, _ratio
-from docpipe.eval.retrieval import _load, normalise_span
+from docpipe.eval.analysis import MIN_SPAN_CHARS, ratio
+from docpipe.eval.retrieval import load_annotations, normalise_span
 
 if TYPE_CHECKING:
     from docpipe.pipeline import DocPipe
@@ -140,11 +140,11 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     quoted = [r for r in answerable if r["quote_chars"]]
     return {
         "answerable": len(answerable),
-        "answered": _ratio(sum(r["answered"] for r in answerable), len(answerable)),
-        "naive_answered": _ratio(sum(r["naive_answered"] for r in answerable), len(answerable)),
-        "nothing_found_when_answerable": _ratio(sum(r["nothing_found"] for r in answerable), len(answerable)),
+        "answered": ratio(sum(r["answered"] for r in answerable), len(answerable)),
+        "naive_answered": ratio(sum(r["naive_answered"] for r in answerable), len(answerable)),
+        "nothing_found_when_answerable": ratio(sum(r["nothing_found"] for r in answerable), len(answerable)),
         "unanswerable": len(other),
-        "honest": _ratio(sum(r["nothing_found"] for r in other), len(other)),
+        "honest": ratio(sum(r["nothing_found"] for r in other), len(other)),
         "mean_quote_chars": round(sum(r["quote_chars"] for r in quoted) / len(quoted)) if quoted else 0,
         "mean_answer_chars": round(sum(r["answer_chars"] for r in answerable) / len(answerable)) if answerable else 0,
     }
@@ -165,7 +165,7 @@ def evaluate_answers(
     category (see the module docstring). Contracts whose file name is in `skip` are left out (e.g. those a
     setting was tuned on, to check that a figure holds on others)."""
     folder = Path(folder)
-    contracts = {f: r for f, r in _load(folder).items() if Path(f).name not in skip}
+    contracts = {f: r for f, r in load_annotations(folder).items() if Path(f).name not in skip}
     chosen = _pick(contracts, questions, per_category)
     files = sorted(chosen)[: limit or None]
     rows: list[dict[str, Any]] = []

@@ -23,7 +23,7 @@ from docpipe.retrieve.fusion import select_context
 if TYPE_CHECKING:
     from docpipe.pipeline import DocPipe
 
-__all__ = ["evaluate_retrieval", "format_report", "normalise_span"]
+__all__ = ["evaluate_retrieval", "format_report", "load_annotations", "normalise_span"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def normalise_span(text: str) -> str:
     return "".join(ch for ch in unicodedata.normalize("NFKC", text).casefold() if ch.isalnum())
 
 
-def _load(folder: Path) -> dict[str, list[dict[str, Any]]]:
+def load_annotations(folder: Path) -> dict[str, list[dict[str, Any]]]:
     path = folder / "annotations.jsonl"
     if not path.is_file():
         raise InputError(
@@ -77,7 +77,7 @@ def evaluate_retrieval(
 
     budgets = sorted(budgets or [2048, 4096, 8192, 16384])
     folder = Path(folder)
-    contracts = _load(folder)
+    contracts = load_annotations(folder)
     files = sorted(contracts)[: limit or None]
     counter = get_token_counter(dp.settings.chunking.tokenizer)
 

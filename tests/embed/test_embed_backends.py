@@ -14,7 +14,7 @@ import pytest
 
 from docpipe.embed.base import load_embedder
 from docpipe.embed.openvino import OpenVinoEmbedder, available
-from docpipe.embed.sentence_transformers import PACKAGED_MINILM, SentenceTransformerEmbedder, _resolve_model
+from docpipe.embed.sentence_transformers import PACKAGED_MINILM, SentenceTransformerEmbedder, resolve_model
 from docpipe.errors import ConfigError, DependencyError
 from docpipe.settings import EmbeddingSettings, Settings
 
@@ -136,7 +136,7 @@ def test_missing_openvino_says_what_to_install(monkeypatch: pytest.MonkeyPatch) 
 def test_a_model_openvino_does_not_build(tmp_path: Path) -> None:
     # The same folder, declared with another activation: not the forward pass the graph computes.
     folder = tmp_path / "model"
-    shutil.copytree(_resolve_model(PACKAGED_MINILM), folder)
+    shutil.copytree(resolve_model(PACKAGED_MINILM), folder)
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "hidden_act": "relu"}))
     with pytest.raises(ConfigError, match="backend 'torch'"):
