@@ -14,7 +14,7 @@ every matter (an operator's key).
 >>> secret, info = keys.create("alice", {"deal-x": "write"})
 >>> keys.authenticate(secret).can("deal-x", "read"), keys.authenticate(secret).can("other", "read")
 (True, False)
->>> keys.revoke(info.key_id); keys.authenticate(secret) is None
+>>> _ = keys.revoke(info.key_id); keys.authenticate(secret) is None
 True
 """
 
@@ -240,10 +240,11 @@ class KeyStore:
         grants = parse_grants([f"{m}:{r}" for m, r in grants.items()])
         key_id = secrets.token_hex(6)
         raw = secrets.token_urlsafe(32)
-        record = {"user": user, "grants": grants, "sha256": _digest(raw), "created": time.time(), "note": note}
+        created = time.time()
+        record = {"user": user, "grants": grants, "sha256": _digest(raw), "created": created, "note": note}
         with self._writing() as records:
             records[key_id] = record
-        return f"dpk_{key_id}_{raw}", ApiKey(key_id, user, grants, record["created"], None, note)
+        return f"dpk_{key_id}_{raw}", ApiKey(key_id, user, grants, created, None, note)
 
     def revoke(self, key_id: str) -> ApiKey:
         """Returns the revoked key's record; it stops working at once (servers re-read the file)."""

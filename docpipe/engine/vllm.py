@@ -23,9 +23,16 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from docpipe.engine.base import BUDGET_CLOSE, GenerationRequest, GenerationResult, StreamEvent, split_thinking
+from docpipe.engine.base import (
+    BUDGET_CLOSE,
+    FinishReason,
+    GenerationRequest,
+    GenerationResult,
+    StreamEvent,
+    split_thinking,
+)
 from docpipe.errors import ConfigError, DependencyError, EngineError
 
 if TYPE_CHECKING:
@@ -237,10 +244,10 @@ class VLLMEngine:
             for i, result in zip(budgeted, self._generate_budgeted([requests[i] for i in budgeted])):
                 results[i] = result
         elapsed = time.perf_counter() - started
-        for result in results:
-            assert result is not None
+        done = _all_done(results)
+        for result in done:
             result.latency_s = elapsed
-        return results  # type: ignore[return-value]
+        return done
 
     def _generate_budgeted(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
         prompts = [self.render(r) for r in requests]
@@ -297,7 +304,7 @@ class VLLMEngine:
                         "continuation_cached_tokens": _cached(output),
                     },
                 )
-        return results  # type: ignore[return-value]
+        return _all_done(results)
 
     @staticmethod
     def _result(output: Any, *, opened: bool) -> GenerationResult:
@@ -357,11 +364,12 @@ class AsyncVLLMEngine:
         started = time.perf_counter()
         self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**self.args))
         self.startup_s = time.perf_counter() - started
-        self.tokenizer = self._engine.tokenizer if hasattr(self._engine, "tokenizer") else None
-        if self.tokenizer is None or not hasattr(self.tokenizer, "apply_chat_template"):
+        tokenizer = getattr(self._engine, "tokenizer", None)
+        if tokenizer is None or not hasattr(tokenizer, "apply_chat_template"):
             from transformers import AutoTokenizer
 
-            self.tokenizer = AutoTokenizer.from_pretrained(self.args["model"])
+            tokenizer = AutoTokenizer.from_pretrained(self.args["model"])
+        self.tokenizer = tokenizer
         self._in_flight = 0
         self.in_flight_samples: list[int] = []
 
@@ -385,7 +393,7 @@ class AsyncVLLMEngine:
         pieces: list[str] = []
         inside = False
         finished = False
-        finish_reason = "stop"
+        finish_reason: FinishReason = "stop"
         prompt_tokens = completion_tokens = 0
         cached_tokens: int | None = None
         from vllm.exceptions import VLLMError
@@ -425,7 +433,7 @@ class AsyncVLLMEngine:
             result=GenerationResult(
                 text=answer,
                 thinking=thinking,
-                finish_reason=finish_reason,  # type: ignore[arg-type]
+                finish_reason=finish_reason,
                 prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens,
                 latency_s=time.perf_counter() - started,
@@ -474,9 +482,16 @@ async def _chain(first: Any, rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
         yield item
 
 
-def _classify(delta: str, inside: bool) -> list[tuple[str, str]]:
+def _all_done(results: list[GenerationResult | None]) -> list[GenerationResult]:
+    """Returns `results` once every slot holds its request's result (each request gets exactly one)."""
+    done = [result for result in results if result is not None]
+    assert len(done) == len(results), "a request was left without a result"
+    return done
+
+
+def _classify(delta: str, inside: bool) -> list[tuple[Literal["thinking", "answer"], str]]:
     """Returns the delta cut into (kind, text) pieces around <think> / </think>."""
-    out: list[tuple[str, str]] = []
+    out: list[tuple[Literal["thinking", "answer"], str]] = []
     rest = delta
     while rest:
         marker = "</think>" if inside else "<think>"

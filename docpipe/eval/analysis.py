@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from docpipe.eval.retrieval import load_annotations, normalise_span
 
 if TYPE_CHECKING:
+    from docpipe.answer.prompts import ThinkingMode
     from docpipe.pipeline import DocPipe
 
 __all__ = ["evaluate_analysis", "format_analysis_report", "ratio", "span_f1"]
@@ -85,7 +86,7 @@ def evaluate_analysis(
     *,
     limit: int | None = None,
     expand: bool | None = None,
-    mode: str = "think",
+    mode: ThinkingMode = "think",
     progress: bool = False,
     keep_rows: bool = False,
 ) -> dict[str, Any]:

@@ -154,22 +154,25 @@ class DenseIndex:
         dim = int(vectors.shape[1])
         # Nothing to approximate in an empty index, and IVF could not be trained on it.
         kind = choose_index_type(self.size, index_type) if self.size else "flat"
+        index: faiss.Index
         if kind == "hnsw":
-            index = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-            index.hnsw.efSearch = HNSW_EF_SEARCH
+            hnsw = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+            hnsw.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+            hnsw.hnsw.efSearch = HNSW_EF_SEARCH
+            index = hnsw
         elif kind == "ivf":
             lists = ivf_lists(self.size)
             index = faiss.index_factory(dim, f"IVF{lists},Flat", faiss.METRIC_INNER_PRODUCT)
-            index.cp.niter = _IVF_KMEANS_ITERATIONS
+            ivf = faiss.extract_index_ivf(index)  # the same object, typed as the IVF index it is
+            ivf.cp.niter = _IVF_KMEANS_ITERATIONS
             # ivf_lists() already leaves enough points per list; below that (tiny N, one list) faiss would
             # print a warning to stderr, and the library never prints.
-            index.cp.min_points_per_centroid = 1
+            ivf.cp.min_points_per_centroid = 1
             # A random sample, not a prefix: vectors arrive grouped by document.
             sample = min(self.size, _IVF_TRAIN_PER_LIST * lists)
             rows = np.sort(np.random.default_rng(0).choice(self.size, size=sample, replace=False))
             index.train(vectors[rows])
-            index.nprobe = min(IVF_NPROBE, lists)
+            ivf.nprobe = min(IVF_NPROBE, lists)
         else:
             index = faiss.IndexFlatIP(dim)
         if self.size:
@@ -210,13 +213,15 @@ class DenseIndex:
     def _search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         import faiss
 
+        index = self._index
         if k < self.size or self.index_type == "flat":
-            return self._index.search(queries, k)
+            return index.search(queries, k)
         # A full ranking from an approximate index would miss passages: scan everything instead.
-        if self.index_type == "hnsw":
-            return faiss.downcast_index(self._index.storage).search(queries, k)
-        params = faiss.SearchParametersIVF(nprobe=self._index.nlist)
-        return self._index.search(queries, k, params=params)
+        if isinstance(index, faiss.IndexHNSW):  # index_type "hnsw"
+            return faiss.downcast_index(index.storage).search(queries, k)
+        params = faiss.SearchParametersIVF()
+        params.nprobe = faiss.extract_index_ivf(index).nlist
+        return index.search(queries, k, params=params)
 
     def serialize(self) -> bytes:
         import faiss

@@ -178,9 +178,9 @@ def supporting_hits(
     for hit in context:
         if hit.role != "match":
             continue
-        for found in refs.cited_in(hit.text):
-            if found not in referenced and not covered(found[1], found[1] + 1):
-                referenced.append(found)
+        for cited in refs.cited_in(hit.text):
+            if cited not in referenced and not covered(cited[1], cited[1] + 1):
+                referenced.append(cited)
     for sid, start in referenced:
         if covered(start, start + 1):
             continue
@@ -209,9 +209,9 @@ def supporting_hits(
             continue
         used += tokens
         spans.append((definition.start, definition.end))
-        section = _section_at(doc, definition.start)
-        if section is not None:
-            by_section.setdefault(section.id, []).append(definition)
+        home = _section_at(doc, definition.start)
+        if home is not None:
+            by_section.setdefault(home.id, []).append(definition)
     for sid, found in by_section.items():
         found.sort(key=lambda d: d.start)
         text = "\n…\n".join(doc.text[d.start : d.end].strip() for d in found)
