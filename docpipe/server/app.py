@@ -24,6 +24,7 @@ from docpipe.server.options import ServeOptions, check_exposure, is_loopback
 from docpipe.server.protocol import head_deadline_protocol
 from docpipe.server.storage import ResultStore
 from docpipe.storage.store import private_umask
+from docpipe.version import __version__
 
 try:  # the serve extra; create_app says how to install it when missing
     # At module level: FastAPI reads the endpoints' (string) annotations in this module's namespace.
@@ -167,7 +168,6 @@ def create_app(dp: DocPipe, options: ServeOptions | None = None, *, metrics: Met
             "docpipe serve needs FastAPI and uvicorn: pip install 'docpipe-contracts[serve]'"
         ) from exc
 
-    from docpipe import __version__
     from docpipe.server.metrics import Metrics
     from docpipe.server.routers import ROUTERS
 
