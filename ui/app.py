@@ -21,8 +21,9 @@ an API call was uploaded only for an app marked launched, and mounting never mar
 
 Modules: `app` (the layout and how it launches), `handlers` (the event handlers), `render` (results as escaped
 HTML and table rows), `uploads` (reading only what Gradio's upload route stored), `access` (who sees what),
-`review_tab` (the Data room tab), `pageview` (a page rendered with a quote marked, in a bounded child process),
-`progress` (an upload's progress bar: each file's ingestion stage).
+`tabs` (the Upload, Ask, Batch and Contract analysis tabs), `review_tab` (the Data room tab), `pageview` (a
+page rendered with a quote marked, in a bounded child process), `progress` (an upload's progress bar: each
+file's ingestion stage).
 
 Safety defaults: binds 127.0.0.1, optional basic auth (``--auth user:password`` or ``DOCPIPE_UI_AUTH``),
 uploads capped in size and pages, no ``allowed_paths`` (Gradio serves only its own upload cache) and
@@ -43,10 +44,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from docpipe import CHECKLIST, ConfigError, DocPipe, DocpipeError, Settings
+from docpipe import ConfigError, DocPipe, DocpipeError, Settings
 from docpipe.access.login import UI_AUTH_ENV, is_loopback, parse_login
 from docpipe.ui.access import WorkbenchAccess
-from docpipe.ui.render import CSS, REPORT_FORMATS
+from docpipe.ui.render import CSS
 from docpipe.ui.uploads import UploadRefused, UploadTooLarge, read_upload, remove_folder, remove_upload
 
 if TYPE_CHECKING:
@@ -105,8 +106,9 @@ def build_app(
     """
     import gradio as gr
 
-    from docpipe.ui.handlers import MODES, Workbench
+    from docpipe.ui.handlers import Workbench
     from docpipe.ui.review_tab import ReviewTab
+    from docpipe.ui.tabs import AnalysisTab, AskTab, BatchTab, Session, UploadTab
 
     dp = dp if dp is not None else default_docpipe(max_pages=max_pages)
     access = access if access is not None else WorkbenchAccess(dp)
@@ -114,7 +116,7 @@ def build_app(
 
     with gr.Blocks(title="docpipe contract workbench", analytics_enabled=False, delete_cache=delete_cache) as demo:
         wb.demo = demo
-        docs_state = gr.State({})
+        docs = gr.State({})
         # Without API keys: the browser session's own space for its collections, removed when it ends.
         space = gr.State(None, delete_callback=wb.forget_space)
         report_folder = gr.State(None, delete_callback=remove_folder)
@@ -122,164 +124,27 @@ def build_app(
             "## docpipe contract workbench\nUpload contracts, ask questions, get answers with checked page citations."
         )
         # Shown when the server has API keys: the user's matters; documents are listed per matter.
-        matter_pick = gr.Dropdown(label="Matter", choices=[], visible=False, elem_id="matter")
-        with gr.Tab("Upload", id="upload"):
-            files = gr.File(
-                label=f"PDF or Word (.docx) files (up to {max_upload_mb:g} MB and {max_pages} pages each)",
-                file_count="multiple",
-                file_types=[".pdf", ".docx"],
-                type="filepath",
-                elem_id="upload-files",
-            )
-            password = gr.Textbox(label="Password (encrypted PDFs only)", type="password", elem_id="upload-password")
-            ingest_btn = gr.Button("Ingest", variant="primary", elem_id="ingest-btn")
-            with gr.Row():
-                collection = gr.Textbox(
-                    label="Collection: add the files to it (created if new) to ask across them",
-                    placeholder="e.g. deal-x",
-                    max_length=63,
-                    elem_id="upload-collection",
-                    scale=3,
-                )
-                collection_btn = gr.Button("Add to collection", elem_id="collection-btn", scale=1)
-            upload_result = gr.HTML(elem_id="upload-result")
-        with gr.Tab("Ask", id="ask"):
-            ask_doc = gr.Dropdown(label="Document", choices=[], elem_id="ask-doc")
-            question = gr.Textbox(
-                label="Question",
-                lines=2,
-                elem_id="question",
-                placeholder="What is the notice period for termination for convenience?",
-            )
-            mode = gr.Radio(MODES, value="auto", label="Thinking mode", elem_id="mode")
-            ask_btn = gr.Button("Ask", variant="primary", elem_id="ask-btn")
-            answer_out = gr.HTML(elem_id="answer-text")
-            with gr.Accordion("Thinking", open=False, visible=False, elem_id="thinking") as thinking_box:
-                thinking_out = gr.Textbox(show_label=False, lines=8, interactive=False, elem_id="thinking-text")
-            citations_out = gr.Dataframe(
-                headers=["document", "heading", "pages", "quote", "verified"],
-                datatype="str",
-                interactive=False,
-                wrap=True,
-                label="Citations",
-                elem_id="citations",
-                column_widths=["16%", "18%", "8%", "50%", "8%"],
-            )
-            source_out = gr.HTML(label="Source", elem_id="source-panel")
-            # The last answer's citations, with their documents' ids: kept on the server, never sent to the page.
-            ask_cites = gr.State([])
-            with gr.Accordion("Cited page", open=True, elem_id="ask-page-box"):
-                cite_pick = gr.Dropdown(
-                    label="Show a citation on its page (or click a row of Citations)", choices=[], elem_id="ask-cite"
-                )
-                ask_page = gr.Image(show_label=False, type="pil", format="png", interactive=False, elem_id="ask-page")
-                ask_page_caption = gr.Markdown(elem_id="ask-page-caption")
-        with gr.Tab("Batch", id="batch"):
-            batch_doc = gr.Dropdown(label="Document", choices=[], elem_id="batch-doc")
-            batch_questions = gr.Textbox(label="Questions, one per line", lines=8, elem_id="batch-questions")
-            batch_mode = gr.Radio(MODES, value="auto", label="Thinking mode")
-            batch_btn = gr.Button("Ask all", variant="primary", elem_id="batch-btn")
-            batch_status = gr.Markdown(elem_id="batch-status")
-            batch_out = gr.Dataframe(
-                headers=["question", "answer", "pages"],
-                datatype="str",
-                interactive=False,
-                wrap=True,
-                label="Answers",
-                elem_id="batch-answers",
-                column_widths=["30%", "60%", "10%"],
-            )
-        with gr.Tab("Contract analysis", id="analysis"):
-            analysis_doc = gr.Dropdown(label="Document", choices=[], elem_id="analysis-doc")
-            analysis_categories = gr.Dropdown(
-                [c.name for c in CHECKLIST],
-                value=[],
-                multiselect=True,
-                elem_id="analysis-categories",
-                label=f"Categories (none chosen: all {len(CHECKLIST)} of the checklist)",
-            )
-            analysis_mode = gr.Radio(MODES, value="think", label="Thinking mode", elem_id="analysis-mode")
-            analysis_btn = gr.Button("Run checklist", variant="primary", elem_id="analysis-btn")
-            analysis_status = gr.Markdown(elem_id="analysis-status")
-            analysis_out = gr.Dataframe(
-                headers=["category", "found", "clause", "pages", "note"],
-                datatype="str",
-                interactive=False,
-                wrap=True,
-                label="Checklist",
-                elem_id="analysis-table",
-                column_widths=["16%", "10%", "44%", "8%", "22%"],
-            )
-            with gr.Row():
-                downloads = [
-                    gr.DownloadButton(f"Download {label}", visible=False, elem_id=f"analysis-{suffix}")
-                    for suffix, label in REPORT_FORMATS
-                ]
+        matter = gr.Dropdown(label="Matter", choices=[], visible=False, elem_id="matter")
+        session = Session(docs=docs, space=space, report_folder=report_folder, matter=matter)
+        upload = UploadTab.build(max_upload_mb=max_upload_mb, max_pages=max_pages)
+        ask = AskTab.build()
+        batch = BatchTab.build()
+        analysis = AnalysisTab.build()
+        pickers = [ask.doc, batch.doc, analysis.doc]
         ReviewTab(wb).build(
-            docs_state=docs_state,
-            matter_pick=matter_pick,
-            space=space,
-            pickers=[ask_doc, batch_doc, analysis_doc],
+            docs_state=session.docs,
+            matter_pick=session.matter,
+            space=session.space,
+            pickers=pickers,
             concurrency=concurrency,
         )
 
-        # Extraction runs a worker process per document: fewer at once than questions.
-        pickers = [ask_doc, batch_doc, analysis_doc]
-        demo.load(wb.on_load, None, [matter_pick, *pickers, space], api_name=False)
-        matter_pick.change(wb.on_matter, [matter_pick, docs_state, space], pickers, api_name=False)
-        ingest_btn.click(
-            wb.ingest,
-            [files, password, docs_state, matter_pick, space],
-            [upload_result, docs_state, ask_doc, batch_doc, analysis_doc, files],
-            concurrency_limit=max(1, min(4, concurrency)),
-            concurrency_id="ingest",
-            api_name="ingest",
-            show_progress_on=upload_result,  # the file and its stage (docpipe.ui.progress), over the result
-        )
-        collection_btn.click(
-            wb.ingest_collection,
-            [files, password, docs_state, matter_pick, collection, space],
-            [upload_result, docs_state, ask_doc, batch_doc, analysis_doc, files],
-            concurrency_limit=max(1, min(4, concurrency)),
-            concurrency_id="ingest",
-            api_name="ingest_collection",
-            show_progress_on=upload_result,  # the file and its stage (docpipe.ui.progress), over the result
-        )
-        ask_event = dict(
-            fn=wb.ask,
-            inputs=[docs_state, ask_doc, question, mode, matter_pick, space],
-            outputs=[answer_out, citations_out, thinking_box, thinking_out, source_out, ask_cites, cite_pick],
-        )
-        ask_btn.click(**ask_event, api_name="ask")
-        question.submit(**ask_event, api_name=False)
-        # The page view: the password is the Upload tab's (an encrypted PDF's pages need it).
-        cite_pick.input(
-            wb.ask_page,
-            [docs_state, ask_doc, ask_cites, cite_pick, password, matter_pick, space],
-            [ask_page, ask_page_caption],
-            api_name=False,
-        )
-        citations_out.select(
-            wb.ask_page_select,
-            [docs_state, ask_doc, ask_cites, password, matter_pick, space],
-            [cite_pick, ask_page, ask_page_caption],
-            api_name=False,
-        )
-        batch_btn.click(
-            wb.ask_batch,
-            [docs_state, batch_doc, batch_questions, batch_mode, matter_pick, space],
-            [batch_status, batch_out],
-            api_name="batch",
-        )
-        # A checklist is one engine batch of dozens of requests: a few at once leave room for questions.
-        analysis_btn.click(
-            wb.analyze,
-            [docs_state, analysis_doc, analysis_categories, analysis_mode, report_folder, matter_pick],
-            [analysis_status, analysis_out, report_folder, *downloads],
-            concurrency_limit=max(1, min(4, concurrency)),
-            concurrency_id="analysis",
-            api_name="analyze",
-        )
+        demo.load(wb.on_load, None, [session.matter, *pickers, session.space], api_name=False)
+        session.matter.change(wb.on_matter, [session.matter, session.docs, session.space], pickers, api_name=False)
+        upload.wire(wb, session, pickers, concurrency=concurrency)
+        ask.wire(wb, session, password=upload.password)
+        batch.wire(wb, session)
+        analysis.wire(wb, session, concurrency=concurrency)
 
     # Concurrent users reach the engine together (docpipe batches them); the queue behind them is bounded.
     demo.queue(default_concurrency_limit=concurrency, max_size=max_queue)
