@@ -165,63 +165,23 @@ class Workbench:
             return describe_error("upload", str(exc)), docs, *[gr.Dropdown() for _ in range(3)], files
         if not paths:
             results.append(describe_error("no file", "choose one or more PDF files first"))
-        upload_root = self.demo.GRADIO_CACHE
         for number, path in enumerate(paths):
             # Gradio's own upload cache path; the user's name is kept for display only.
             name = clean_upload_name(getattr(path, "name", path))
-            stage = steps.file(number, name)
-            try:
-                # Only what this app's upload route stored: a path from an API call is never opened.
-                data = read_upload(
-                    path, uploaded=self.demo.upload_file_set, upload_root=upload_root, max_bytes=self.max_bytes
-                )
-            except UploadRefused as exc:
-                if isinstance(exc, UploadTooLarge):  # a real upload, of no use: it goes
-                    remove_upload(path, upload_root=upload_root)
-                results.append(describe_error(name, str(exc)))
-                continue
-            except OSError as exc:
-                logger.warning("reading an upload failed: %s", exc.strerror)
-                results.append(describe_error(name, "the upload could not be read: upload it again"))
-                continue
-            keep = False
-            try:
-                owner = principal.user if principal is not None else None
-                secret = password or None
-                doc = self.dp.ingest(
-                    data, password=secret, name=name, owner=owner, progress=stage, embed_progress=batches(stage)
-                )
-                if len(doc.pages) > self.max_pages:
-                    results.append(
-                        describe_error(
-                            name,
-                            f"the document has {len(doc.pages)} pages, over the limit of {self.max_pages}: "
-                            "split it or ask the administrator to raise --max-pages",
-                        )
-                    )
-                    continue
-            except (PasswordRequiredError, WrongPasswordError) as exc:
-                keep = True
+            doc, line, retry = self._ingest_upload(
+                path,
+                name,
+                password=password,
+                principal=principal,
+                matter=matter,
+                request=request,
+                stage=steps.file(number, name),
+            )
+            results.append(line)
+            if retry:
                 pending.append(path)
-                results.append(
-                    describe_error(
-                        name, f"{exc} - here: type the password in the Password field and click Ingest again"
-                    )
-                )
+            if doc is None:
                 continue
-            except DocpipeError as exc:
-                self.access.record(request, matter, "upload", outcome=type(exc).__name__)
-                results.append(describe_error(name, str(exc)))
-                continue
-            except Exception:  # noqa: BLE001 - one bad file must not cost the others their result
-                logger.exception("ingesting %s failed", name)
-                results.append(describe_error(name, "unexpected error while reading this file (see the server log)"))
-                continue
-            finally:
-                # The bytes are in docpipe's store (by content hash) or refused for good: Gradio's copy of
-                # the contract must not linger in its cache.
-                if not keep:
-                    remove_upload(path, upload_root=upload_root)
             if principal is not None:
                 self.access.added(principal, matter, doc, name)  # type: ignore[arg-type]  # checked above
             else:
@@ -231,7 +191,6 @@ class Workbench:
                     docs.pop(next(iter(docs)))
             self.access.record(request, matter, "upload", doc.id)
             last = doc.id
-            results.append(describe_doc(doc))
         choices = self.access.documents(principal, matter) if principal is not None else _choices(docs)
         value = last or (choices[-1][1] if choices else None)
         return (
@@ -240,6 +199,69 @@ class Workbench:
             *_pickers(choices, value, self.collection_names(principal, matter, space)),
             pending or None,
         )
+
+    def _ingest_upload(
+        self,
+        path: str,
+        name: str,
+        *,
+        password: str,
+        principal: Any,
+        matter: str | None,
+        request: GradioRequest,
+        stage: Any,
+    ) -> tuple[Document | None, str, bool]:
+        """Returns the document ingested from one upload (None when refused), the line that reports it, and
+        whether the upload stays for another try with a password; any other upload leaves Gradio's cache."""
+        upload_root = self.demo.GRADIO_CACHE
+        try:
+            # Only what this app's upload route stored: a path from an API call is never opened.
+            data = read_upload(
+                path, uploaded=self.demo.upload_file_set, upload_root=upload_root, max_bytes=self.max_bytes
+            )
+        except UploadRefused as exc:
+            if isinstance(exc, UploadTooLarge):  # a real upload, of no use: it goes
+                remove_upload(path, upload_root=upload_root)
+            return None, describe_error(name, str(exc)), False
+        except OSError as exc:
+            logger.warning("reading an upload failed: %s", exc.strerror)
+            return None, describe_error(name, "the upload could not be read: upload it again"), False
+        keep = False
+        try:
+            owner = principal.user if principal is not None else None
+            secret = password or None
+            doc = self.dp.ingest(
+                data, password=secret, name=name, owner=owner, progress=stage, embed_progress=batches(stage)
+            )
+            if len(doc.pages) > self.max_pages:
+                return (
+                    None,
+                    describe_error(
+                        name,
+                        f"the document has {len(doc.pages)} pages, over the limit of {self.max_pages}: "
+                        "split it or ask the administrator to raise --max-pages",
+                    ),
+                    False,
+                )
+        except (PasswordRequiredError, WrongPasswordError) as exc:
+            keep = True
+            return (
+                None,
+                describe_error(name, f"{exc} - here: type the password in the Password field and click Ingest again"),
+                True,
+            )
+        except DocpipeError as exc:
+            self.access.record(request, matter, "upload", outcome=type(exc).__name__)
+            return None, describe_error(name, str(exc)), False
+        except Exception:  # noqa: BLE001 - one bad file must not cost the others their result
+            logger.exception("ingesting %s failed", name)
+            return None, describe_error(name, "unexpected error while reading this file (see the server log)"), False
+        finally:
+            # The bytes are in docpipe's store (by content hash) or refused for good: Gradio's copy of
+            # the contract must not linger in its cache.
+            if not keep:
+                remove_upload(path, upload_root=upload_root)
+        return doc, describe_doc(doc), False
 
     def collection_names(self, principal: Any, matter: str | None, space: str | None) -> list[str]:
         """Returns the names of the collections the session may ask: its matter's (keys) or its own."""

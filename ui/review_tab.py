@@ -12,6 +12,7 @@ cell checks again that the collection is one the user may read now and that the 
 
 from __future__ import annotations
 
+import functools
 import html
 import logging
 import os
@@ -19,6 +20,8 @@ import queue
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,6 +126,75 @@ def _quote_choices(quotes: list[Citation]) -> list[tuple[str, str]]:
     return choices
 
 
+def _streamed_review(
+    review: Callable[..., ReviewGrid], names: list[str], columns: list[str], *, skipped: int
+) -> Generator[tuple[Any, ...], None, tuple[ReviewGrid | None, BaseException | None]]:
+    """Runs `review` in a worker thread, yielding the status line and the table as cells finish (at most every
+    `STREAM_INTERVAL_S`; the `skipped` other outputs left as they are); returns the grid, or None and the error it raised.
+    Closing the generator (the page went away) cancels the grid between batches; cells done stay cached."""
+    events: queue.Queue[ReviewProgress | None] = queue.Queue()
+    cancel = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["grid"] = review(progress=events.put, cancel=cancel)
+        except BaseException as exc:  # noqa: BLE001 - handed to the generator, which reports it
+            outcome["error"] = exc
+        finally:
+            events.put(None)
+
+    worker = threading.Thread(target=work, name="docpipe-ui-review", daemon=True)
+    done: dict[tuple[int, int], str] = {}
+    last = time.monotonic()
+    try:
+        worker.start()
+        while True:
+            event = events.get()
+            if event is None:
+                break
+            if event.cell is not None:
+                done[(event.row, event.column)] = event.cell.text
+            if time.monotonic() - last >= STREAM_INTERVAL_S:
+                last = time.monotonic()
+                line = f"Running: {event.done} / {event.total} cells done"
+                if event.cached:
+                    line += f" ({event.cached} from the cache)"
+                yield line, _progress_table(names, columns, done), *[gr.skip()] * skipped
+        worker.join()
+    finally:
+        cancel.set()  # the page went away mid-grid: stop between batches (cells done stay cached)
+    return outcome.get("grid"), outcome.get("error")
+
+
+@dataclass
+class _Parts:
+    """The tab's components, as `ReviewTab._layout` made them."""
+
+    folder: Any
+    grid_state: Any
+    tab: Any
+    collection: Any
+    files: Any
+    new_name: Any
+    add_btn: Any
+    add_result: Any
+    password: Any
+    questions: Any
+    categories: Any
+    mode: Any
+    run_btn: Any
+    status: Any
+    table: Any
+    cell_doc: Any
+    cell_col: Any
+    cell_quote: Any
+    cell_out: Any
+    page_img: Any
+    page_caption: Any
+    downloads: list[Any]
+
+
 class ReviewTab:
     """The Data room tab's handlers over the app's `Workbench` (its access rules, collections and uploads).
     `build` lays the tab out inside the app's Blocks and wires its events."""
@@ -136,6 +208,50 @@ class ReviewTab:
     def build(self, *, docs_state: Any, matter_pick: Any, space: Any, pickers: list[Any], concurrency: int) -> None:
         """Adds the tab to the Blocks being built; `pickers` are the other tabs' document pickers (an upload
         here offers its collection there too)."""
+        ui = self._layout()
+        ui.tab.select(self.refresh, [matter_pick, space, ui.collection], [ui.collection], api_name=False)
+        matter_pick.change(self.refresh, [matter_pick, space, ui.collection], [ui.collection], api_name=False)
+        ui.add_btn.click(
+            self.add,
+            [ui.files, ui.password, docs_state, matter_pick, ui.new_name, ui.collection, space],
+            [ui.add_result, docs_state, *pickers, ui.files, ui.collection],
+            concurrency_limit=max(1, min(4, concurrency)),
+            concurrency_id="ingest",
+            api_name="review_add",
+        )
+        cell_outputs = [ui.cell_out, ui.cell_quote, ui.page_img, ui.page_caption]
+        ui.run_btn.click(
+            self.run,
+            [ui.collection, ui.questions, ui.categories, ui.mode, ui.password, ui.folder, matter_pick, space],
+            [ui.status, ui.table, ui.grid_state, ui.cell_doc, ui.cell_col, *cell_outputs, ui.folder, *ui.downloads],
+            # A grid is many engine batches at bulk priority: a few at once leave room for questions.
+            concurrency_limit=max(1, min(2, concurrency)),
+            concurrency_id="review",
+            api_name="review",
+        )
+        ui.table.select(
+            self.select_cell,
+            [ui.grid_state, ui.password, matter_pick, space],
+            [ui.cell_doc, ui.cell_col, *cell_outputs],
+            api_name=False,
+        )
+        for picker in (ui.cell_doc, ui.cell_col):
+            picker.input(
+                self.show_cell,
+                [ui.grid_state, ui.cell_doc, ui.cell_col, ui.password, matter_pick, space],
+                cell_outputs,
+                api_name=False,
+            )
+        ui.cell_quote.input(
+            self.show_quote,
+            [ui.grid_state, ui.cell_doc, ui.cell_col, ui.cell_quote, ui.password, matter_pick, space],
+            [ui.page_img, ui.page_caption],
+            api_name=False,
+        )
+
+    @staticmethod
+    def _layout() -> _Parts:
+        """Lays the tab out: its components, in page order."""
         folder = gr.State(None, delete_callback=remove_folder)
         grid_state = gr.State(None)
         with gr.Tab("Data room", id="dataroom") as tab:
@@ -196,45 +312,29 @@ class ReviewTab:
                     gr.DownloadButton(f"Download {label}", visible=False, elem_id=f"dr-{suffix}")
                     for suffix, label in EXPORTS
                 ]
-
-        tab.select(self.refresh, [matter_pick, space, collection], [collection], api_name=False)
-        matter_pick.change(self.refresh, [matter_pick, space, collection], [collection], api_name=False)
-        add_btn.click(
-            self.add,
-            [files, password, docs_state, matter_pick, new_name, collection, space],
-            [add_result, docs_state, *pickers, files, collection],
-            concurrency_limit=max(1, min(4, concurrency)),
-            concurrency_id="ingest",
-            api_name="review_add",
-        )
-        cell_outputs = [cell_out, cell_quote, page_img, page_caption]
-        run_btn.click(
-            self.run,
-            [collection, questions, categories, mode, password, folder, matter_pick, space],
-            [status, table, grid_state, cell_doc, cell_col, *cell_outputs, folder, *downloads],
-            # A grid is many engine batches at bulk priority: a few at once leave room for questions.
-            concurrency_limit=max(1, min(2, concurrency)),
-            concurrency_id="review",
-            api_name="review",
-        )
-        table.select(
-            self.select_cell,
-            [grid_state, password, matter_pick, space],
-            [cell_doc, cell_col, *cell_outputs],
-            api_name=False,
-        )
-        for picker in (cell_doc, cell_col):
-            picker.input(
-                self.show_cell,
-                [grid_state, cell_doc, cell_col, password, matter_pick, space],
-                cell_outputs,
-                api_name=False,
-            )
-        cell_quote.input(
-            self.show_quote,
-            [grid_state, cell_doc, cell_col, cell_quote, password, matter_pick, space],
-            [page_img, page_caption],
-            api_name=False,
+        return _Parts(
+            folder=folder,
+            grid_state=grid_state,
+            tab=tab,
+            collection=collection,
+            files=files,
+            new_name=new_name,
+            add_btn=add_btn,
+            add_result=add_result,
+            password=password,
+            questions=questions,
+            categories=categories,
+            mode=mode,
+            run_btn=run_btn,
+            status=status,
+            table=table,
+            cell_doc=cell_doc,
+            cell_col=cell_col,
+            cell_quote=cell_quote,
+            cell_out=cell_out,
+            page_img=page_img,
+            page_caption=page_caption,
+            downloads=downloads,
         )
 
     # -- collections -----------------------------------------------------------------------------------------
@@ -318,24 +418,13 @@ class ReviewTab:
         cleared = [gr.Dropdown(choices=[], value=None), gr.Dropdown(choices=[], value=None)]
         empty_cell = ["", gr.Dropdown(choices=[], value=None), None, ""]
         try:
-            coll = self._open(name, matter, space, request)
-            asked, chosen = self._columns(text, categories)
-            members = coll.documents
-            if not members:
-                raise DocpipeError(f"collection {coll.name} has no documents yet: add PDFs to it first")
-            width = len(asked) + len(chosen)
-            if len(members) * width > MAX_GRID_CELLS:
-                raise DocpipeError(
-                    f"{len(members)} documents x {width} questions is {len(members) * width} cells; this page runs "
-                    f"at most {MAX_GRID_CELLS}: run `docpipe review` for bigger grids"
-                )
-            self.access.record(request, matter, "review", None, asked + chosen)
+            coll, members, asked, chosen = self._checked_run(name, text, categories, matter, space, request)
         except DocpipeError as exc:
             yield f"**Error:** {html.escape(str(exc))}", gr.skip(), None, *cleared, *empty_cell, folder, *hidden
             return
         names = [m.name for m in members]
         columns = chosen + [" ".join(q.split()) for q in asked]  # the grid's order: categories, then questions
-        total = len(names) * width
+        total = len(names) * (len(asked) + len(chosen))
         yield (
             f"Running: 0 / {total} cells done",
             _progress_table(names, columns, {}),
@@ -345,48 +434,16 @@ class ReviewTab:
             folder,
             *hidden,
         )
-        events: queue.Queue[ReviewProgress | None] = queue.Queue()
-        cancel = threading.Event()
-        outcome: dict[str, Any] = {}
-
-        def work() -> None:
-            try:
-                outcome["grid"] = self.dp.review(
-                    coll,
-                    questions=asked or None,
-                    categories=chosen or None,
-                    mode=mode if mode in MODES else "think",
-                    password=password or None,
-                    progress=events.put,
-                    cancel=cancel,
-                )
-            except BaseException as exc:  # noqa: BLE001 - handed to the generator, which reports it
-                outcome["error"] = exc
-            finally:
-                events.put(None)
-
-        worker = threading.Thread(target=work, name="docpipe-ui-review", daemon=True)
-        done: dict[tuple[int, int], str] = {}
-        last = time.monotonic()
-        try:
-            worker.start()
-            while True:
-                event = events.get()
-                if event is None:
-                    break
-                if event.cell is not None:
-                    done[(event.row, event.column)] = event.cell.text
-                if time.monotonic() - last >= STREAM_INTERVAL_S:
-                    last = time.monotonic()
-                    line = f"Running: {event.done} / {event.total} cells done"
-                    if event.cached:
-                        line += f" ({event.cached} from the cache)"
-                    yield line, _progress_table(names, columns, done), *[gr.skip()] * (len(hidden) + 8)
-            worker.join()
-        finally:
-            cancel.set()  # the page went away mid-grid: stop between batches (cells done stay cached)
-        error = outcome.get("error")
-        if error is not None:
+        review = functools.partial(
+            self.dp.review,
+            coll,
+            questions=asked or None,
+            categories=chosen or None,
+            mode=mode if mode in MODES else "think",
+            password=password or None,
+        )
+        grid, error = yield from _streamed_review(review, names, columns, skipped=len(hidden) + 8)
+        if error is not None or grid is None:
             if not isinstance(error, DocpipeError):
                 logger.error("review grid failed", exc_info=error)
                 message = "unexpected error while running the grid (see the server log)"
@@ -394,11 +451,47 @@ class ReviewTab:
                 message = f"{BUSY} ({error})" if isinstance(error, ConnectionError) else str(error)
             yield f"**Error:** {html.escape(message)}", gr.skip(), None, *cleared, *empty_cell, folder, *hidden
             return
-        grid: ReviewGrid = outcome["grid"]
+        yield self._finished(grid, coll.name, folder, matter, empty_cell, hidden)
+
+    def _checked_run(
+        self,
+        name: str | None,
+        text: str | None,
+        categories: list[str] | None,
+        matter: str | None,
+        space: str | None,
+        request: GradioRequest,
+    ) -> tuple[Collection, list[Any], list[str], list[str]]:
+        """Returns the collection, its documents and the grid's questions and categories, once the grid is
+        allowed (a collection the user may read, not empty, within `MAX_GRID_CELLS`) and recorded."""
+        coll = self._open(name, matter, space, request)
+        asked, chosen = self._columns(text, categories)
+        members = coll.documents
+        if not members:
+            raise DocpipeError(f"collection {coll.name} has no documents yet: add PDFs to it first")
+        width = len(asked) + len(chosen)
+        if len(members) * width > MAX_GRID_CELLS:
+            raise DocpipeError(
+                f"{len(members)} documents x {width} questions is {len(members) * width} cells; this page runs "
+                f"at most {MAX_GRID_CELLS}: run `docpipe review` for bigger grids"
+            )
+        self.access.record(request, matter, "review", None, asked + chosen)
+        return coll, members, asked, chosen
+
+    def _finished(
+        self,
+        grid: ReviewGrid,
+        name: str,
+        folder: str | None,
+        matter: str | None,
+        empty_cell: list[Any],
+        hidden: list[Any],
+    ) -> tuple[Any, ...]:
+        """Returns the outputs for the finished grid: its summary, table, state, cell pickers and downloads."""
         try:
             if not folder or not os.path.isdir(folder):
                 folder = tempfile.mkdtemp(prefix="docpipe-ui-")  # the session's own; never a path from the page
-            paths = self._write(grid, coll.name, Path(folder))
+            paths = self._write(grid, name, Path(folder))
         except OSError as exc:
             logger.error("writing the grid's downloads failed: %s", exc)
             paths = []
@@ -412,8 +505,8 @@ class ReviewTab:
             line += f", {summary['failed']} failed"
         if summary["from_cache"]:
             line += f", {summary['from_cache']} from the cache"
-        state = {"grid": grid, "collection": coll.name, "matter": matter}
-        yield (
+        state = {"grid": grid, "collection": name, "matter": matter}
+        return (
             line + ".",
             grid_table(grid),
             state,
