@@ -145,7 +145,8 @@ def _leaves(model: Any, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, .
 
 def _lookup(data: dict[str, Any], path: tuple[str, ...]) -> bool:
     for part in path[:-1]:
-        data = data.get(part) if isinstance(data.get(part), dict) else {}  # type: ignore[assignment]
+        inner = data.get(part)
+        data = inner if isinstance(inner, dict) else {}
     return path[-1] in data
 
 
