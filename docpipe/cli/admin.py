@@ -18,10 +18,10 @@ from docpipe.cli.collections import (
 )
 from docpipe.cli.output import EXIT_ERROR, emit
 
-__all__: list[str] = []
+__all__ = ["cmd_audit", "cmd_keys", "cmd_matters", "cmd_rm"]
 
 
-def _cmd_keys(dp, args) -> int:
+def cmd_keys(dp, args) -> int:
     from datetime import UTC, datetime
 
     from docpipe.access.keys import KeyStore, parse_grants
@@ -79,7 +79,7 @@ def _store_key(dp, args) -> int:
     return 0
 
 
-def _cmd_matters(dp, args) -> int:
+def cmd_matters(dp, args) -> int:
     from docpipe.access.matters import MatterStore
 
     store = MatterStore(dp.store.root)
@@ -99,7 +99,7 @@ def _cmd_matters(dp, args) -> int:
     return 0
 
 
-def _cmd_audit(dp, args) -> int:
+def cmd_audit(dp, args) -> int:
     from docpipe.access.log import AccessLog
 
     log = AccessLog(dp.store.root, key_file=dp.settings.audit_key_file)
@@ -166,7 +166,7 @@ def _verify_audit(log, args) -> int:
     return 0
 
 
-def _cmd_rm(dp, args) -> int:
+def cmd_rm(dp, args) -> int:
     """Deletes documents from the store, a matter, or a collection (see `docpipe.cli.collections`).
 
     A document deleted from the store (or leaving it because its last matter let it go) is also removed

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from docpipe.pipeline import DocPipe
 
 __all__ = [
+    "cmd_collections",
+    "cmd_ls",
     "drop_gone",
     "rm_result",
     "existing_collection",
@@ -119,7 +121,7 @@ def ingest_collection(dp: DocPipe, args: Any, *, ask_password: Callable[[str], s
 
 
 # -- listing --------------------------------------------------------------------------------------
-def _cmd_collections(dp: DocPipe, args: Any) -> int:
+def cmd_collections(dp: DocPipe, args: Any) -> int:
     data: list[dict[str, Any]] = []
     for coll in dp.collections():
         members = coll.documents
@@ -153,7 +155,7 @@ def stored_record(dp: DocPipe, doc_id: str) -> dict[str, Any]:
     }
 
 
-def _cmd_ls(dp: DocPipe, args: Any) -> int:
+def cmd_ls(dp: DocPipe, args: Any) -> int:
     held: dict[str, list[str]] = {}
     for each in dp.collections():
         for member in each.documents:

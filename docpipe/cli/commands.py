@@ -13,7 +13,15 @@ from docpipe.cli.collections import existing_collection
 from docpipe.cli.config import questions_file
 from docpipe.cli.output import emit
 
-__all__: list[str] = []
+__all__ = [
+    "cmd_analyze",
+    "cmd_ask",
+    "cmd_eval",
+    "cmd_eval_analysis",
+    "cmd_eval_answers",
+    "cmd_eval_collection",
+    "cmd_search",
+]
 
 
 def _target(dp, args, command: str):
@@ -43,7 +51,7 @@ def _target(dp, args, command: str):
     return existing_collection(dp, args.collection)
 
 
-def _cmd_search(dp, args) -> int:
+def cmd_search(dp, args) -> int:
     from docpipe.errors import ConfigError
 
     target = _target(dp, args, "search")
@@ -181,7 +189,7 @@ def _stream_answer(dp, target, question: str, args):
     return answer
 
 
-def _cmd_ask(dp, args) -> int:
+def cmd_ask(dp, args) -> int:
     target = _target(dp, args, "ask")
     questions = _questions(args)
     streaming = _streams(args, questions)
@@ -216,7 +224,7 @@ def _budgets(text: str) -> list[int]:
         raise ConfigError(f"--budgets must be comma-separated integers, got {text!r}") from None
 
 
-def _cmd_eval(dp, args) -> int:
+def cmd_eval(dp, args) -> int:
     from docpipe.eval.retrieval import evaluate_retrieval, format_report
 
     budgets = _budgets(args.budgets)
@@ -236,7 +244,7 @@ def _cmd_eval(dp, args) -> int:
     return 0
 
 
-def _cmd_eval_collection(dp, args) -> int:
+def cmd_eval_collection(dp, args) -> int:
     from docpipe.eval.collection import evaluate_collection, format_collection_report
 
     budgets = _budgets(args.budgets)
@@ -257,7 +265,7 @@ def _cmd_eval_collection(dp, args) -> int:
     return 0
 
 
-def _cmd_analyze(dp, args) -> int:
+def cmd_analyze(dp, args) -> int:
     from docpipe.analysis.checklist import CHECKLIST
 
     if args.list_categories:
@@ -288,7 +296,7 @@ def _cmd_analyze(dp, args) -> int:
     return 0
 
 
-def _cmd_eval_analysis(dp, args) -> int:
+def cmd_eval_analysis(dp, args) -> int:
     from docpipe.eval.analysis import evaluate_analysis, format_analysis_report
 
     progress = sys.stderr.isatty() and not args.json
@@ -304,7 +312,7 @@ def _cmd_eval_analysis(dp, args) -> int:
     return 0
 
 
-def _cmd_eval_answers(dp, args) -> int:
+def cmd_eval_answers(dp, args) -> int:
     from docpipe.errors import ConfigError
     from docpipe.eval.answers import evaluate_answers, format_answers_report, load_questions
 

@@ -10,7 +10,7 @@ from typing import Any
 from docpipe.cli.config import questions_file
 from docpipe.cli.output import EXIT_ERROR
 
-__all__ = ["_cmd_review"]
+__all__ = ["cmd_review"]
 
 _FORMATS = {".xlsx": "xlsx", ".csv": "csv", ".json": "json", ".md": "md"}
 
@@ -56,7 +56,7 @@ def _format(args) -> str:
     return chosen
 
 
-def _cmd_review(dp, args) -> int:
+def cmd_review(dp, args) -> int:
     from docpipe.errors import ConfigError
 
     if bool(args.collection) == bool(args.paths):

@@ -11,12 +11,12 @@ import sys
 
 from docpipe.errors import ConfigError, DependencyError
 
-__all__: list[str] = []
+__all__ = ["cmd_serve", "cmd_ui"]
 
 logger = logging.getLogger("docpipe.cli")
 
 
-def _cmd_ui(dp, args) -> int:
+def cmd_ui(dp, args) -> int:
     """``docpipe ui``: the workbench over `dp` (its settings built from the options, as for every command),
     served by Gradio on ``--host``/``--port`` until interrupted."""
     from docpipe.access.login import UI_AUTH_ENV, parse_login
@@ -58,7 +58,7 @@ def _cmd_ui(dp, args) -> int:
     return 0
 
 
-def _cmd_serve(dp, args) -> int:
+def cmd_serve(dp, args) -> int:
     from docpipe.access.keys import KeyStore
     from docpipe.server import ServeOptions, serve
     from docpipe.server.options import resolve_metrics_token, resolve_token, resolve_ui_auth
