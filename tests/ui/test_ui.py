@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,15 +58,20 @@ def artifacts(repo_root: Path) -> Path:
     return folder
 
 
-class SlowEchoEngine(EchoEngine):
-    """The echo engine, taking `delay_s` per batch: long enough to fill a small queue."""
+class GatedEchoEngine(EchoEngine):
+    """The echo engine, holding each batch while `gate` is shut (open unless a test shuts it): a test fills the
+    queue behind a request that is certainly running (`running` is set when a batch reaches the engine)."""
 
-    def __init__(self, delay_s: float) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.delay_s = delay_s
+        self.gate = threading.Event()
+        self.gate.set()
+        self.running = threading.Event()
 
     def generate(self, requests):
-        time.sleep(self.delay_s)
+        self.running.set()
+        if not self.gate.wait(TIMEOUT_MS / 1000):
+            raise RuntimeError("the test never opened the engine's gate")
         return super().generate(requests)
 
 
@@ -107,10 +113,15 @@ def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def slow_app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A workbench whose engine writes (echo) answers with thinking, slowly, one request at a time,
-    with room for one more in the queue."""
-    dp = DocPipe(Settings.preset("test", home=tmp_path_factory.mktemp("ui-slow")), engine=SlowEchoEngine(2.0))
+def gated_engine() -> GatedEchoEngine:
+    return GatedEchoEngine()
+
+
+@pytest.fixture(scope="module")
+def slow_app_url(tmp_path_factory: pytest.TempPathFactory, gated_engine: GatedEchoEngine) -> Iterator[str]:
+    """A workbench whose engine writes (echo) answers with thinking, one request at a time, with room for one
+    more in the queue; a test may hold the running request at the engine's gate."""
+    dp = DocPipe(Settings.preset("test", home=tmp_path_factory.mktemp("ui-slow")), engine=gated_engine)
     with _serve(dp, concurrency=1, max_queue=1) as url:
         yield url
 
@@ -289,24 +300,43 @@ def test_thinking_is_kept_apart_from_the_answer(browser, slow_app_url: str, samp
         context.close()
 
 
-def test_full_queue_tells_the_user_to_try_again(browser, slow_app_url: str, sample_pdf: Path, artifacts: Path) -> None:
+def test_full_queue_tells_the_user_to_try_again(
+    browser, slow_app_url: str, gated_engine: GatedEchoEngine, sample_pdf: Path, artifacts: Path
+) -> None:
     sessions = [_open(browser, slow_app_url) for _ in range(3)]
     try:
         for _context, page in sessions:
             _upload(page, sample_pdf)
             sync_api.expect(page.locator("#upload-result")).to_contain_text("15 pages", timeout=TIMEOUT_MS)
-        # One request runs (2 s), one waits, the third finds the queue full.
-        for _context, page in sessions:
+        # The first request holds the engine (its gate shut); of the next two, one waits in the queue and the
+        # other, whichever Gradio sees second, finds it full.
+        gated_engine.gate.clear()
+        gated_engine.running.clear()
+        first = sessions[0][1]
+        _ask(first, QUESTION)
+        assert gated_engine.running.wait(TIMEOUT_MS / 1000), "the first question never reached the engine"
+        for _context, page in sessions[1:]:
             _ask(page, QUESTION)
-            time.sleep(0.3)
-        last = sessions[-1][1]
-        sync_api.expect(last.get_by_text("busy", exact=False).first).to_be_visible(timeout=TIMEOUT_MS)
-        last.screenshot(path=str(artifacts / "queue-full.png"), full_page=True)
-        for _context, page in sessions[:2]:
+        busy = _first_to_show(sessions[1:], "busy")
+        busy.screenshot(path=str(artifacts / "queue-full.png"), full_page=True)
+        gated_engine.gate.set()
+        for page in [first, *(page for _context, page in sessions[1:] if page is not busy)]:
             assert "ninety" in _answer_text(page)
     finally:
+        gated_engine.gate.set()
         for context, _page in sessions:
             context.close()
+
+
+def _first_to_show(sessions, text: str):
+    """Returns the page of `sessions` that shows `text`, waiting up to TIMEOUT_MS for one to."""
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while time.monotonic() < deadline:
+        for _context, page in sessions:
+            if page.get_by_text(text, exact=False).count():
+                return page
+        sessions[0][1].wait_for_timeout(100)
+    raise AssertionError(f"no page showed {text!r} within {TIMEOUT_MS} ms")
 
 
 def test_batch_tab_answers_every_question(browser, app_url: str, sample_pdf: Path, artifacts: Path) -> None:
