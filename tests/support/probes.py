@@ -2,7 +2,7 @@
 red-team findings): for each threat, what a request against the real server now gets, with the time it took.
 
 Set-up: a fresh home under a temp dir; per-user keys made with the CLI
-(`python -m docpipe keys create --home HOME --user U --matter M:ROLE --json`): alice deal-x:write,
+(`docpipe keys create --user U --matter M:ROLE --json` with DOCPIPE_HOME=HOME): alice deal-x:write,
 bob deal-y:write, carol deal-x:read, dana deal-x:admin. The server is started as users start it,
 `python -m docpipe serve --preset test --home HOME --port N --engine echo --log-level info` (workbench on, at /ui),
 on 127.0.0.1, with GRADIO_TEMP_DIR inside the temp dir so Gradio's cache can be inspected. The CLI does not expose
@@ -34,7 +34,7 @@ line; 23.at-rest a token-less server with DOCPIPE_STORE_KEY_FILE (a key from `do
 phrase of the texts, questions or PDF bytes in any file, against the main (keyless) server's home.
 
 Each record: probe, threat, request, outcome (HTTP status or what happened), seconds, observation, expected,
-as_expected. A record whose as_expected is false is a protection that did not hold: the script says so loudly.
+as_expected. A record whose as_expected is false is a protection that did not hold: its test fails, the benchmark says so.
 
 `run_all` runs them all against one set of servers and returns the records by probe group: tests/security/
 test_probes.py asserts every record (`pytest -m security`, part of `make test`); benchmarks/security_probes.py
