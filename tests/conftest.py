@@ -1,5 +1,10 @@
 """Shared fixtures: the repository, the sample contract and its expected answers, the third-party eval data,
-and a fast `DocPipe` (hashing embedder) whose store lives in the test's own temporary folder.
+a fast `DocPipe` (hashing embedder) whose store lives in the test's own temporary folder, a headless browser,
+a throwaway redis-server and one `vllm serve` for the session. Helpers that are not fixtures live in
+tests/support/ (`from support.server import serving`).
+
+Every test runs apart from the machine running it (`machine_apart`): HOME and the XDG folders in a folder of
+the session's own, no DOCPIPE_ variable of the caller's shell.
 
 Browser and Redis tests need Debian's chromium and a redis-server binary. Outside `make test` a test that lacks
 them skips, naming the package to install. Under `make test` (DOCPIPE_REQUIRE_SYSTEM_TOOLS=1) such a skip is a
