@@ -67,6 +67,8 @@ def vllm_serving(root: Path) -> Iterator[VllmServer]:
         "--host", "127.0.0.1", "--port", str(port),
         "--enforce-eager", "--max-model-len", "2048",
         "--reasoning-parser", "qwen3", "--seed", "0",
+        # API server, engine core and worker in one process: it starts in about half the time.
+        "--distributed-executor-backend", "uni",
     ]  # fmt: skip
     env = {
         **os.environ,
@@ -76,6 +78,7 @@ def vllm_serving(root: Path) -> Iterator[VllmServer]:
         "HF_HUB_OFFLINE": "1",
         "OMP_NUM_THREADS": "1",
         "PYTHONUNBUFFERED": "1",  # the access log is read by tests
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     }
     log = root / "server.log"
     start = time.perf_counter()
