@@ -15,8 +15,8 @@ import pytest
 from docpipe import Answer, DocPipe, Settings
 from docpipe.answer.prompts import SYSTEM_PROMPT, build_user_prompt, extract_quotes, wants_thinking
 from docpipe.engine import load_engine
-from docpipe.engine.batcher import BatchingEngine
 from docpipe.engine.base import GenerationRequest, GenerationResult, split_thinking
+from docpipe.engine.batcher import BatchingEngine
 from docpipe.engine.fake import EchoEngine
 from docpipe.testing.engine_contract import EngineContract
 
