@@ -19,9 +19,9 @@ Mounted in a FastAPI app instead (as ``docpipe serve`` does), pass the same argu
 ``gr.mount_gradio_app`` and then set ``demo.has_launched = True``: Gradio (6.31) checks that a file named by
 an API call was uploaded only for an app marked launched, and mounting never marks it.
 
-Modules: `app` (the layout and how it launches), `handlers` (the event handlers), `render` (results as escaped
-HTML and table rows), `uploads` (reading only what Gradio's upload route stored), `access` (who sees what),
-`tabs` (the Upload, Ask, Batch and Contract analysis tabs), `review_tab` (the Data room tab), `pageview` (a
+Modules: `app` (the layout and how it launches), `handlers` (the event handlers), `choices` (the limits and the
+picker values the tabs share), `render` (results as escaped HTML and table rows), `uploads` (reading only what Gradio's upload route stored), `access` (who sees what),
+`tabs` (the Upload, Ask, Batch and Contract analysis tabs), `review_tab` (the Data room tab) and `review_render` (its table and cells), `pageview` (a
 page rendered with a quote marked, in a bounded child process), `progress` (an upload's progress bar: each
 file's ingestion stage).
 

@@ -30,9 +30,22 @@ from docpipe import (
     PasswordRequiredError,
     WrongPasswordError,
 )
-from docpipe.answer.core import check_question
 from docpipe.names import clean_upload_name
 from docpipe.ui.access import WorkbenchAccess
+from docpipe.ui.choices import (
+    BUSY,
+    COLLECTION_PREFIX,
+    MAX_BATCH_QUESTIONS,
+    MAX_CITATIONS_SHOWN,
+    MAX_SESSION_DOCS,
+    MODES,
+    SPACE_PREFIX,
+    checked_question,
+    choice_index,
+    citation_choices,
+    document_choices,
+    pickers,
+)
 from docpipe.ui.pageview import show_citation
 from docpipe.ui.progress import UploadProgress, batches
 from docpipe.ui.render import (
@@ -42,7 +55,6 @@ from docpipe.ui.render import (
     describe_collection,
     describe_doc,
     describe_error,
-    doc_label,
     error_html,
     report_rows,
     report_summary,
@@ -52,80 +64,12 @@ from docpipe.ui.render import (
 )
 from docpipe.ui.uploads import UploadRefused, UploadTooLarge, read_upload, remove_upload
 
-__all__ = [
-    "BUSY",
-    "COLLECTION_PREFIX",
-    "MAX_BATCH_QUESTIONS",
-    "MAX_CITATIONS_SHOWN",
-    "MAX_QUESTION_CHARS",
-    "MAX_SESSION_DOCS",
-    "MODES",
-    "STREAM_INTERVAL_S",
-    "Workbench",
-    "choice_index",
-    "citation_choices",
-]
+__all__ = ["STREAM_INTERVAL_S", "Workbench"]
 
 logger = logging.getLogger(__name__)
 
-MODES = ["auto", "think", "no_think"]
-MAX_QUESTION_CHARS = 2000
-MAX_BATCH_QUESTIONS = 200
-# Citations of one answer offered in the page view's picker.
-MAX_CITATIONS_SHOWN = 50
-# The session's own documents, by id; a Document holds its pages, so keep the picker to a sane size.
-MAX_SESSION_DOCS = 32
-BUSY = "The answer engine is busy or unreachable: please try again in a moment."
 # A streamed answer updates the page at most this often: enough to read along, little work per token.
 STREAM_INTERVAL_S = 0.1
-# A picker value naming a collection rather than a document (a document's value is its hex id).
-COLLECTION_PREFIX = "collection:"
-# Without API keys, a session's collections live in a matter of its own, named so (plus a random part).
-SPACE_PREFIX = "session-"
-
-
-def _choices(docs: dict[str, Document]) -> list[tuple[str, str]]:
-    return [(doc_label(doc), doc_id) for doc_id, doc in docs.items()]
-
-
-def _pickers(choices: list[tuple[str, str]], value: str | None, collections: list[str] | None = None) -> list[Any]:
-    """Returns the Ask, Batch and Analysis pickers: documents, and in Ask and Batch the collections too (the
-    checklist runs over one document)."""
-    both = choices + [(f"Collection: {name}", COLLECTION_PREFIX + name) for name in collections or []]
-    single = value if value is None or not value.startswith(COLLECTION_PREFIX) else None
-    return [gr.Dropdown(choices=both, value=value), gr.Dropdown(choices=both, value=value)] + [
-        gr.Dropdown(choices=choices, value=single)
-    ]
-
-
-def citation_choices(citations: list[Citation]) -> list[tuple[str, str]]:
-    """Returns the page view's picker entries for `citations`: (label, index as text)."""
-    choices = []
-    for number, c in enumerate(citations):
-        quote = " ".join(c.quote.split())
-        quote = quote[:70] + ("..." if len(quote) > 70 else "")
-        where = f"{c.document_name}, " if c.document_name else ""
-        pages = c.pages if c.page_start else "?"
-        choices.append((f"{number + 1}. {where}{pages}: {quote}", str(number)))
-    return choices
-
-
-def choice_index(choice: Any, count: int) -> int:
-    """Returns the index a picker's value names, checked to be one of `count`; a `DocpipeError` otherwise."""
-    try:
-        index = int(str(choice))
-    except ValueError:
-        raise DocpipeError("choose an entry from the list first") from None
-    if not 0 <= index < count:
-        raise DocpipeError("choose an entry from the list first")
-    return index
-
-
-def _check_question(question: str) -> str:
-    question = check_question((question or "").strip())
-    if len(question) > MAX_QUESTION_CHARS:
-        raise DocpipeError(f"the question is {len(question)} characters long; keep it under {MAX_QUESTION_CHARS}")
-    return question
 
 
 class Workbench:
@@ -191,12 +135,12 @@ class Workbench:
                     docs.pop(next(iter(docs)))
             self.access.record(request, matter, "upload", doc.id)
             last = doc.id
-        choices = self.access.documents(principal, matter) if principal is not None else _choices(docs)
+        choices = self.access.documents(principal, matter) if principal is not None else document_choices(docs)
         value = last or (choices[-1][1] if choices else None)
         return (
             "".join(results),
             docs,
-            *_pickers(choices, value, self.collection_names(principal, matter, space)),
+            *pickers(choices, value, self.collection_names(principal, matter, space)),
             pending or None,
         )
 
@@ -355,10 +299,10 @@ class Workbench:
         lines.insert(0, describe_collection(coll.name, len(kept), len(report.present), len(report.failed) + len(lines)))
         lines += [f'<div class="dp-ok">&#10003; {html.escape(m.name)}: {m.pages} pages</div>' for m in kept]
         lines += [describe_error(file, reason) for file, reason in report.failed]
-        choices = self.access.documents(principal, matter) if principal is not None else _choices(docs)
+        choices = self.access.documents(principal, matter) if principal is not None else document_choices(docs)
         # Nothing added to a new collection leaves none to choose.
         value = COLLECTION_PREFIX + coll.name if coll.exists else None
-        return "".join(lines), docs, *_pickers(choices, value, self.collection_names(principal, matter, space)), None
+        return "".join(lines), docs, *pickers(choices, value, self.collection_names(principal, matter, space)), None
 
     def forget_space(self, space: str | None) -> None:
         """Deletes a browser session's own collections (no API keys); Gradio calls it when the session ends."""
@@ -376,13 +320,13 @@ class Workbench:
         try:
             principal = self.access.principal(request)
         except DocpipeError:
-            return gr.Dropdown(choices=[], value=None, visible=True), *_pickers([], None), None
+            return gr.Dropdown(choices=[], value=None, visible=True), *pickers([], None), None
         assert principal is not None
         matters = self.access.matter_choices(principal)
         value = matters[0] if matters else None
         return (
             gr.Dropdown(choices=matters, value=value, visible=True),
-            *_pickers(self.access.documents(principal, value), None, self.access.collections(principal, value)),
+            *pickers(self.access.documents(principal, value), None, self.access.collections(principal, value)),
             None,
         )
 
@@ -392,9 +336,11 @@ class Workbench:
         try:
             principal = self.access.principal(request)
         except DocpipeError:
-            return _pickers([], None)
-        choices = self.access.documents(principal, matter) if principal is not None else _choices(dict(docs or {}))
-        return _pickers(choices, None, self.collection_names(principal, matter, space))
+            return pickers([], None)
+        choices = (
+            self.access.documents(principal, matter) if principal is not None else document_choices(dict(docs or {}))
+        )
+        return pickers(choices, None, self.collection_names(principal, matter, space))
 
     def _target(
         self, docs: dict[str, Document] | None, doc_id: str | None, matter: str | None, request: Any, space: str | None
@@ -435,7 +381,7 @@ class Workbench:
         no_cites: tuple[list[dict[str, Any]], Any] = ([], gr.Dropdown(choices=[], value=None))
         try:
             doc = self._target(docs, doc_id, matter, request, space)
-            question = _check_question(question)
+            question = checked_question(question)
             self.access.record(request, matter, "ask", getattr(doc, "id", None), [question])
             # Each question starts with the thinking collapsed; later updates leave it as the user set it.
             yield streaming_html(""), [], gr.Accordion(visible=False, open=False), "", "", *no_cites
@@ -574,7 +520,7 @@ class Workbench:
             if len(questions) > MAX_BATCH_QUESTIONS:
                 raise DocpipeError(f"{len(questions)} questions; at most {MAX_BATCH_QUESTIONS} per batch")
             for question in questions:
-                _check_question(question)
+                checked_question(question)
             self.access.record(request, matter, "ask", getattr(doc, "id", None), questions)
             answers = self.dp.ask_many(doc, questions, mode=mode if mode in MODES else "auto")
         except DocpipeError as exc:

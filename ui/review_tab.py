@@ -29,9 +29,10 @@ import gradio as gr
 from gradio import Request as GradioRequest
 
 from docpipe import CHECKLIST, Citation, DocpipeError, Document, ReviewGrid, ReviewProgress
-from docpipe.review.grid import CELL_LABELS
-from docpipe.ui.handlers import BUSY, MAX_QUESTION_CHARS, MODES, Workbench, choice_index
+from docpipe.ui.choices import BUSY, MAX_QUESTION_CHARS, MODES, choice_index, quote_choices
+from docpipe.ui.handlers import Workbench
 from docpipe.ui.pageview import show_citation
+from docpipe.ui.review_render import cell_html, grid_table, progress_table
 from docpipe.ui.uploads import remove_folder
 
 if TYPE_CHECKING:
@@ -44,8 +45,6 @@ __all__ = [
     "MAX_QUESTIONS_TEXT",
     "STREAM_INTERVAL_S",
     "ReviewTab",
-    "cell_html",
-    "grid_table",
 ]
 
 logger = logging.getLogger(__name__)
@@ -55,75 +54,7 @@ MAX_QUESTIONS_TEXT = MAX_GRID_QUESTIONS * (MAX_QUESTION_CHARS + 1)  # the questi
 # Documents x columns of one grid run from the page; a bigger data room is a job for `docpipe review`.
 MAX_GRID_CELLS = 10_000
 STREAM_INTERVAL_S = 0.5  # the table is redrawn at most this often while the grid runs
-TABLE_CELL_CHARS = 300
 EXPORTS = (("xlsx", "XLSX"), ("csv", "CSV"), ("json", "JSON"))
-
-
-def _headers(grid_columns: list[str]) -> list[str]:
-    """Returns the table's headers: Document, then the columns' keys (made unique for the table)."""
-    seen: set[str] = {"Document"}
-    headers = ["Document"]
-    for key in grid_columns:
-        label, n = key, 2
-        while label in seen:
-            label, n = f"{key} ({n})", n + 1
-        seen.add(label)
-        headers.append(label)
-    return headers
-
-
-def _clip(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= TABLE_CELL_CHARS else text[: TABLE_CELL_CHARS - 3] + "..."
-
-
-def grid_table(grid: ReviewGrid) -> dict[str, Any]:
-    """Returns the finished grid as the table shows it: one row per document, each cell's status, short answer
-    and pages."""
-    rows = [[_clip(row.name), *(_clip(cell.text) for cell in cells)] for row, cells in zip(grid.rows, grid.cells)]
-    return {"headers": _headers([c.key for c in grid.columns]), "data": rows}
-
-
-def _progress_table(names: list[str], columns: list[str], cells: dict[tuple[int, int], str]) -> dict[str, Any]:
-    """Returns the table while the grid runs: each finished cell as the finished grid shows it, the others
-    "..."."""
-    rows = [
-        [_clip(name), *(_clip(cells.get((r, c), "...")) for c in range(len(columns)))] for r, name in enumerate(names)
-    ]
-    return {"headers": _headers(columns), "data": rows}
-
-
-def cell_html(grid: ReviewGrid, r: int, c: int) -> str:
-    """Returns one cell for reading: document and question, status and short answer, note, each quote with its
-    pages and whether it was found verbatim; everything escaped."""
-    row, column, cell = grid.rows[r], grid.columns[c], grid.cells[r][c]
-    parts = [
-        f"<p><b>{html.escape(row.name)}</b> &mdash; {html.escape(column.key)}</p>",
-        f"<p><b>{html.escape(CELL_LABELS.get(cell.status, cell.status))}</b>"
-        + (f": {html.escape(cell.answer)}" if cell.answer else "")
-        + "</p>",
-    ]
-    if cell.note:
-        parts.append(f"<p><small>{html.escape(cell.note)}</small></p>")
-    if cell.quotes:
-        items = "".join(
-            f"<li>{html.escape(q.pages if q.page_start else '?')} {'&#10003;' if q.verified else '&#10007; not verified'}"
-            f"<pre>{html.escape(q.quote)}</pre></li>"
-            for q in cell.quotes
-        )
-        parts.append(f'<ol class="dp-quotes">{items}</ol>')
-    else:
-        parts.append("<p><i>No quote for this cell.</i></p>")
-    return "".join(parts)
-
-
-def _quote_choices(quotes: list[Citation]) -> list[tuple[str, str]]:
-    choices = []
-    for number, q in enumerate(quotes):
-        text = " ".join(q.quote.split())
-        label = f"{number + 1}. {q.pages if q.page_start else '?'}: {text[:70]}{'...' if len(text) > 70 else ''}"
-        choices.append((label, str(number)))
-    return choices
 
 
 def _streamed_review(
@@ -160,7 +91,7 @@ def _streamed_review(
                 line = f"Running: {event.done} / {event.total} cells done"
                 if event.cached:
                     line += f" ({event.cached} from the cache)"
-                yield line, _progress_table(names, columns, done), *[gr.skip()] * skipped
+                yield line, progress_table(names, columns, done), *[gr.skip()] * skipped
         worker.join()
     finally:
         cancel.set()  # the page went away mid-grid: stop between batches (cells done stay cached)
@@ -427,7 +358,7 @@ class ReviewTab:
         total = len(names) * (len(asked) + len(chosen))
         yield (
             f"Running: 0 / {total} cells done",
-            _progress_table(names, columns, {}),
+            progress_table(names, columns, {}),
             None,
             *cleared,
             *empty_cell,
@@ -570,7 +501,7 @@ class ReviewTab:
             return f'<div class="dp-err">{html.escape(str(exc))}</div>', gr.Dropdown(choices=[], value=None), None, ""
         cell = grid.cells[r][c]
         quotes = cell.quotes
-        picker = gr.Dropdown(choices=_quote_choices(quotes), value=None)
+        picker = gr.Dropdown(choices=quote_choices(quotes), value=None)
         if not quotes:
             return cell_html(grid, r, c), picker, None, "No quote to show on a page."
         try:
@@ -579,7 +510,7 @@ class ReviewTab:
                 if q is not None
                 else next((i for i, quote in enumerate(quotes) if quote.verified), 0)
             )
-            picker = gr.Dropdown(choices=_quote_choices(quotes), value=str(index))
+            picker = gr.Dropdown(choices=quote_choices(quotes), value=str(index))
             image, caption = self._page(grid, coll, r, quotes[index], password, request, matter)
         except DocpipeError as exc:
             return cell_html(grid, r, c), picker, None, f"**Page not shown:** {html.escape(str(exc))}"

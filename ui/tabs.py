@@ -11,7 +11,8 @@ from typing import Any
 import gradio as gr
 
 from docpipe import CHECKLIST
-from docpipe.ui.handlers import MODES, Workbench
+from docpipe.ui.choices import MODES
+from docpipe.ui.handlers import Workbench
 from docpipe.ui.render import REPORT_FORMATS
 
 __all__ = ["AnalysisTab", "AskTab", "BatchTab", "Session", "UploadTab"]

@@ -43,7 +43,7 @@ sync_api.expect.set_options(timeout=TIMEOUT_MS)
 
 import docpipe.ui.review_tab  # noqa: E402
 from docpipe.ui.app import build_app, launch_kwargs  # noqa: E402
-from docpipe.ui.handlers import MAX_QUESTION_CHARS  # noqa: E402
+from docpipe.ui.choices import MAX_QUESTION_CHARS  # noqa: E402
 from docpipe.ui.review_tab import MAX_GRID_QUESTIONS  # noqa: E402
 
 

@@ -1,0 +1,98 @@
+"""What the workbench's tabs share about their inputs: the limits on questions and documents, the picker values
+(documents, collections, citations, a review cell's quotes) and the checks on what comes back from them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from docpipe import Citation, DocpipeError, Document
+from docpipe.answer.core import check_question
+from docpipe.ui.render import doc_label
+
+__all__ = [
+    "BUSY",
+    "COLLECTION_PREFIX",
+    "MAX_BATCH_QUESTIONS",
+    "MAX_CITATIONS_SHOWN",
+    "MAX_QUESTION_CHARS",
+    "MAX_SESSION_DOCS",
+    "MODES",
+    "SPACE_PREFIX",
+    "checked_question",
+    "choice_index",
+    "citation_choices",
+    "document_choices",
+    "pickers",
+    "quote_choices",
+]
+
+MODES = ["auto", "think", "no_think"]
+MAX_QUESTION_CHARS = 2000
+MAX_BATCH_QUESTIONS = 200
+# Citations of one answer offered in the page view's picker.
+MAX_CITATIONS_SHOWN = 50
+# The session's own documents, by id; a Document holds its pages, so keep the picker to a sane size.
+MAX_SESSION_DOCS = 32
+BUSY = "The answer engine is busy or unreachable: please try again in a moment."
+# A picker value naming a collection rather than a document (a document's value is its hex id).
+COLLECTION_PREFIX = "collection:"
+# Without API keys, a session's collections live in a matter of its own, named so (plus a random part).
+SPACE_PREFIX = "session-"
+
+
+def document_choices(docs: dict[str, Document]) -> list[tuple[str, str]]:
+    """Returns the document pickers' entries for the session's documents: (label, id)."""
+    return [(doc_label(doc), doc_id) for doc_id, doc in docs.items()]
+
+
+def pickers(choices: list[tuple[str, str]], value: str | None, collections: list[str] | None = None) -> list[Any]:
+    """Returns the Ask, Batch and Analysis pickers: documents, and in Ask and Batch the collections too (the
+    checklist runs over one document)."""
+    both = choices + [(f"Collection: {name}", COLLECTION_PREFIX + name) for name in collections or []]
+    single = value if value is None or not value.startswith(COLLECTION_PREFIX) else None
+    return [gr.Dropdown(choices=both, value=value), gr.Dropdown(choices=both, value=value)] + [
+        gr.Dropdown(choices=choices, value=single)
+    ]
+
+
+def citation_choices(citations: list[Citation]) -> list[tuple[str, str]]:
+    """Returns the page view's picker entries for `citations`: (label, index as text)."""
+    choices = []
+    for number, c in enumerate(citations):
+        quote = " ".join(c.quote.split())
+        quote = quote[:70] + ("..." if len(quote) > 70 else "")
+        where = f"{c.document_name}, " if c.document_name else ""
+        pages = c.pages if c.page_start else "?"
+        choices.append((f"{number + 1}. {where}{pages}: {quote}", str(number)))
+    return choices
+
+
+def choice_index(choice: Any, count: int) -> int:
+    """Returns the index a picker's value names, checked to be one of `count`; a `DocpipeError` otherwise."""
+    try:
+        index = int(str(choice))
+    except ValueError:
+        raise DocpipeError("choose an entry from the list first") from None
+    if not 0 <= index < count:
+        raise DocpipeError("choose an entry from the list first")
+    return index
+
+
+def checked_question(question: str) -> str:
+    """Returns the question stripped and checked: not empty, at most `MAX_QUESTION_CHARS`."""
+    question = check_question((question or "").strip())
+    if len(question) > MAX_QUESTION_CHARS:
+        raise DocpipeError(f"the question is {len(question)} characters long; keep it under {MAX_QUESTION_CHARS}")
+    return question
+
+
+def quote_choices(quotes: list[Citation]) -> list[tuple[str, str]]:
+    """Returns a review cell's quote picker entries: (label, index as text)."""
+    choices = []
+    for number, q in enumerate(quotes):
+        text = " ".join(q.quote.split())
+        label = f"{number + 1}. {q.pages if q.page_start else '?'}: {text[:70]}{'...' if len(text) > 70 else ''}"
+        choices.append((label, str(number)))
+    return choices
