@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from docpipe.collection.handle import Collection, expand_sources
 from docpipe.errors import ConfigError, InputError
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["Reviewable", "check_ray_target", "review", "review_rows"]
 
 #: What a grid reviews: a collection, a document, a file or folder, or a list of documents, files and folders.
-Reviewable = Collection | Document | Any
+Reviewable: TypeAlias = "Collection | Document | Source | Sequence[Document | Source]"
 
 
 def review(
@@ -106,7 +106,7 @@ def review_rows(
             rows.append(Row(item.id, item.name))
             sources.append(item)
             continue
-        files, missing = expand_sources(item)
+        files, missing = expand_sources(item)  # type: ignore[arg-type]  # bytes were kept whole above
         for source, label in files:
             rows.append(Row("", label))
             sources.append((source, label))

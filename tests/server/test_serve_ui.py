@@ -9,7 +9,6 @@ returns at once. A real upload through the page is ingested and Gradio's copy of
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -19,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support import probes
 from support.net import free_port
 from support.server import Served, serving
 
@@ -34,34 +34,17 @@ pytest.importorskip("gradio", reason="the workbench needs gradio: pip install 'd
 
 CHROMIUM = Path("/usr/bin/chromium")
 TIMEOUT_MS = 60_000
-# /dev/zero must be refused at once; this bound only keeps a failing run from waiting forever.
-CALL_TIMEOUT_S = 20
+CALL_TIMEOUT_S = probes.CALL_TIMEOUT_S  # /dev/zero must be refused at once; this only bounds a failing run
 FOREIGN = ["repo-sample", "tmp-pdf", "dot-dot", "etc-passwd", "dev-zero", "symlink-in-uploads", "planted-in-uploads"]
 
 
 # -- the attack ---------------------------------------------------------------------------------------------
 def call_ingest(base: str, path: str) -> tuple[str, Any]:
-    """Calls the workbench's ingest endpoint naming `path` as the uploaded file, as any HTTP client can.
-    Returns ("complete" | "error" | "http_<status>", data); ("timeout", None) after CALL_TIMEOUT_S."""
-    payload = {"data": [[{"path": path, "orig_name": "contract.pdf", "meta": {"_type": "gradio.FileData"}}], "", None]}
-    response = httpx.post(f"{base}/gradio_api/call/ingest", json=payload, timeout=10)
-    if response.status_code != 200:
-        return f"http_{response.status_code}", response.text
-    event_id = response.json()["event_id"]
-    deadline = time.monotonic() + CALL_TIMEOUT_S
-    event = None
-    try:
-        with httpx.stream("GET", f"{base}/gradio_api/call/ingest/{event_id}", timeout=CALL_TIMEOUT_S) as stream:
-            for line in stream.iter_lines():
-                if line.startswith("event:"):
-                    event = line.partition(":")[2].strip()
-                elif line.startswith("data:") and event in ("complete", "error"):
-                    return event, json.loads(line.partition(":")[2])
-                if time.monotonic() > deadline:
-                    break
-    except httpx.TimeoutException:
-        pass
-    return "timeout", None
+    """Calls the workbench's ingest endpoint naming `path` as the uploaded file, as any HTTP client can
+    (`support.probes.call_ingest`, no matter). Returns ("complete" | "error" | "http_<status>", data);
+    ("timeout", None) after CALL_TIMEOUT_S."""
+    with httpx.Client() as client:
+        return probes.call_ingest(client, base, path, None)
 
 
 def foreign_path(case: str, *, uploads: Path, outside: Path, sample_pdf: Path) -> str:
