@@ -162,6 +162,15 @@ class EmbeddingSettings(_Section):
         "auto = openvino when its package is installed and the device is the CPU. An index built by one is not "
         "reused by the other (index fingerprint).",
     )
+    sentence_vectors: Literal["auto", "ingest", "first_use"] = Field(
+        "auto",
+        description="When the sentences offline answers score are embedded, in one batched pass per document: "
+        "'ingest' (with the passages: a new question then embeds only itself, and grids embed nothing; "
+        "ingestion takes about twice as long), 'first_use' (on the document's first offline answer or "
+        "checklist), or auto = ingest unless a language model is configured (engine backend vllm or openai, a "
+        "server URL or a local model folder), whose answers do not need them. Either way they are stored beside "
+        "the index.",
+    )
 
     def vector_backend(self) -> str:
         """Returns what computes the passage vectors: 'hashing', 'torch' or 'openvino' (auto resolved, without

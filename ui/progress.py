@@ -110,7 +110,7 @@ class UploadProgress:
             outcome = "failed" if getattr(step, "error", "") else "done"
             desc = f"{done} of {total} files: {getattr(step, 'name', '')} {outcome}"
         elif kind == "embed":
-            desc = f"{self.files_done} of {self.total} files; embedding passages: {done} of {total}"
+            desc = f"{self.files_done} of {self.total} files; embedding passages and sentences: {done} of {total}"
         else:
             desc = f"{self.files_done} of {self.total} files; {kind}"
         self._report(self.files_done / self.total, desc)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from docpipe.answer.prompts import ThinkingMode
     from docpipe.embed.base import Embedder
     from docpipe.engine.base import Engine, GenerationResult
+    from docpipe.retrieve.fusion import SentenceCache
     from docpipe.settings import Settings
 
 __all__ = ["collection_extractive", "collection_generative", "collection_request", "group_by_document"]
@@ -134,7 +135,7 @@ def collection_generative(
 def collection_extractive(
     question: str,
     hits: Sequence[Hit],
-    documents: dict[str, tuple[Document, dict[str, Any]]],
+    documents: dict[str, tuple[Document, SentenceCache]],
     embedder: Embedder,
     *,
     settings: Settings,

@@ -3,10 +3,11 @@ verbatim with their pages, the decisive sentence of each marked (`extractive_ans
 scores well, a plain "nothing found" that names where it looked.
 
 A clause is a numbered paragraph, sub-clause or paragraph of a section, at most `MAX_CLAUSE_CHARS` long
-(`docpipe.answer.clauses`). Each is scored on several signals, never on one cosine:
+(`docpipe.ingest.clauses`). Each is scored on several signals, never on one cosine:
 
 - its best sentence's embedding cosine to the question, and the cosine of its sentences' mean embedding
-  (the clause as a whole; sentences are embedded once per section and cached, no second pass);
+  (the clause as a whole; sentences are embedded once per document, in one batched pass, and looked up by
+  text: `docpipe.embed.table.VectorTable`);
 - the cosine of its section's heading path ("Termination > Termination for Convenience"): where the
   contract files the clause;
 - the share of the question's word stems it contains;
@@ -24,14 +25,16 @@ no rule names a clause category or uses a word of the evaluation's questions. Th
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from docpipe.answer.clauses import Clause, clause_spans, sentence_spans
 from docpipe.answer.verify import locate_quote, normalise_whitespace
+from docpipe.embed.table import VectorTable
+from docpipe.ingest.clauses import Clause, clause_spans, sentence_spans
+from docpipe.ingest.sentences import MAX_CLAUSE_CHARS, heading_text
 from docpipe.retrieve.dense import tokenize
+from docpipe.retrieve.fusion import SentenceCache
 from docpipe.types import Answer, Citation, Document, Hit
 
 if TYPE_CHECKING:
@@ -42,13 +45,12 @@ __all__ = [
     "NOTHING_FOUND",
     "NOTHING_FOUND_IN_COLLECTION",
     "ScoredClause",
-    "dump_vectors",
     "extractive_answer",
-    "load_vectors",
     "prime_sentences",
+    "put_table",
     "rank_clauses",
     "sentence_spans",
-    "stored_sections",
+    "sentence_table",
 ]
 
 ENABLE_MODEL_HINT = (
@@ -60,9 +62,6 @@ ENABLE_MODEL_HINT = (
 #: The first words of an extractive answer that found nothing worth quoting.
 NOTHING_FOUND = "No clause of this contract clearly answers the question."
 NOTHING_FOUND_IN_COLLECTION = "No clause of these contracts clearly answers the question."
-
-#: Longest quoted clause, in characters (a longer paragraph is quoted as runs of whole sentences).
-MAX_CLAUSE_CHARS = 700
 
 # Weights of the clause score, in `FEATURES` order (see the module docstring).
 FEATURES = ("best_sentence", "clause", "heading", "shared_stems", "section_rank", "opening", "answer_type")
@@ -180,96 +179,51 @@ class _Clauses:
         return cls(clauses, vectors, rows, wholes / np.maximum(np.linalg.norm(wholes, axis=1, keepdims=True), 1e-9))
 
 
-def _sentence_count(clauses: list[Clause]) -> int:
-    return sum(len(clause.sentences) for clause in clauses)
-
-
-def prime_sentences(hits: list[Hit], embedder: Embedder, cache: dict[str, Any]) -> None:
-    """Cuts every hit not yet in `cache` into clauses and embeds their sentences and the hits' heading paths,
-    all in one call (one call of many texts runs the embedder's batched path instead of many small ones)."""
-    import numpy as np
-
-    todo: dict[str, list[Clause]] = {}
-    texts: list[str] = []
-    headings: list[str] = []
-    stored: dict[str, Any] = cache.get(_STORED, {})
+def prime_sentences(hits: list[Hit], embedder: Embedder, cache: SentenceCache) -> None:
+    """Cuts every hit not yet in `cache` into clauses and looks up the embeddings of their sentences and the
+    hits' heading paths in the document's sentence table (`sentence_table`); what the table lacks is embedded
+    in one call and added to it (one call of many texts runs the embedder's batched path)."""
+    table = sentence_table(cache, embedder)
+    todo: dict[str, tuple[Hit, list[Clause]]] = {}
+    headings: dict[str, str] = {}
+    wanted: list[str] = []
     for hit in _quotable(hits):
         key = _key(hit)
         if key not in cache and key not in todo:
             clauses = clause_spans(hit.text, max_chars=MAX_CLAUSE_CHARS)
-            kept = stored.get(key)
-            if kept is not None and len(kept) == _sentence_count(clauses):
-                cache[key] = _Clauses.of(clauses, kept)
-            else:
-                todo[key] = clauses
-                texts.extend(hit.text[a:b] for clause in clauses for a, b in clause.sentences)
+            todo[key] = (hit, clauses)
+            wanted.extend(hit.text[a:b] for clause in clauses for a, b in clause.sentences)
         heading = _heading_key(hit)
         if heading not in cache and heading not in headings:
-            if heading in stored:
-                cache[heading] = stored[heading][0]
-            else:
-                headings.append(heading)
+            headings[heading] = heading_text(hit.heading_path)
+            wanted.append(headings[heading])
     if not todo and not headings:
         return
-    wanted = texts + [h.removeprefix("heading:") or "Untitled" for h in headings]
+    missing = table.missing(wanted)
+    if missing:
+        table.add(missing, embedder.embed(missing))
     # A section with no quotable sentence (a bare heading) is remembered too, with no vectors.
-    vectors = embedder.embed(wanted) if wanted else np.zeros((0, 0), dtype=np.float32)
-    offset = 0
-    for key, clauses in todo.items():
-        count = _sentence_count(clauses)
-        cache[key] = _Clauses.of(clauses, np.asarray(vectors[offset : offset + count]))
-        offset += count
-    for heading in headings:
-        cache[heading] = vectors[offset]
-        offset += 1
+    for key, (hit, clauses) in todo.items():
+        cache[key] = _Clauses.of(clauses, table.rows([hit.text[a:b] for c in clauses for a, b in c.sentences]))
+    for heading, text in headings.items():
+        cache[heading] = table.rows([text])[0]
 
 
-# Key of the cache entry holding vectors read from the store (`load_vectors`), taken up as sections are asked about.
-_STORED = "stored:"
+def sentence_table(cache: SentenceCache, embedder: Embedder) -> VectorTable:
+    """Returns the sentence embeddings by text that `cache` holds for its document (a new, empty table when none
+    was put there: `put_table`, from the store or made for the whole document)."""
+    with cache.lock:
+        if cache.table is None:
+            cache.table = VectorTable("", dim=embedder.dim)
+        return cache.table
 
 
-def dump_vectors(cache: dict[str, Any]) -> bytes:
-    """Returns the sentence and heading embeddings in `cache` as .npz bytes, for the store (`load_vectors`)."""
-    import io
-
-    import numpy as np
-
-    entries: dict[str, Any] = dict(cache.get(_STORED, {}))
-    for key, value in list(cache.items()):  # a snapshot: other threads may be adding sections
-        if isinstance(value, _Clauses):
-            entries[key] = value.vectors
-        elif key.startswith("heading:"):
-            entries[key] = np.asarray(value)[None, :]
-    buffer = io.BytesIO()
-    np.savez(buffer, keys=np.array(json.dumps(list(entries))), **{f"a{i}": v for i, v in enumerate(entries.values())})
-    return buffer.getvalue()
-
-
-def load_vectors(data: bytes, cache: dict[str, Any]) -> None:
-    """Puts embeddings `dump_vectors` wrote into `cache`, so a new process does not embed them again; a
-    section's are used only while its sentences still count the same."""
-    import io
-    import zipfile
-
-    import numpy as np
-
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
-            keys = json.loads(str(arrays["keys"]))
-            loaded = {key: np.asarray(arrays[f"a{i}"], dtype=np.float32) for i, key in enumerate(keys)}
-    except (zipfile.BadZipFile, EOFError, KeyError, TypeError) as exc:
-        raise ValueError(f"not a file of sentence embeddings ({exc})") from exc
-    widths = {v.shape[1] for v in loaded.values() if v.ndim == 2 and len(v)}
-    if any(v.ndim != 2 for v in loaded.values()) or len(widths) > 1:
-        raise ValueError("sentence embeddings of mixed shapes")
-    cache[_STORED] = loaded
-
-
-def stored_sections(cache: dict[str, Any]) -> int:
-    """Returns how many sections and headings `cache` holds embeddings for (the store's copy needs saving
-    when this grows)."""
-    held = {k for k, v in list(cache.items()) if isinstance(v, _Clauses) or k.startswith("heading:")}
-    return len(held | set(cache.get(_STORED, {})))
+def put_table(cache: SentenceCache, table: VectorTable) -> None:
+    """Makes `table` the document's sentence table in `cache`; what `cache` embedded before is kept in it."""
+    old = cache.table
+    if old is not None and old is not table:
+        table.merge(old)
+    cache.table = table
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +243,7 @@ class ScoredClause:
 
 
 def rank_clauses(
-    question: str, hits: list[Hit], embedder: Embedder, cache: dict[str, Any], query: Any = None
+    question: str, hits: list[Hit], embedder: Embedder, cache: SentenceCache, query: Any = None
 ) -> list[ScoredClause]:
     """Returns every clause of the quotable `hits`, best first, scored as the module docstring says."""
 
@@ -366,9 +320,9 @@ def extractive_answer(
     clauses: int = 3,
     min_score: float | None = None,
     fingerprint: str = "",
-    cache: dict[str, Any] | None = None,
+    cache: SentenceCache | None = None,
     query: Any = None,
-    documents: dict[str, tuple[Document, dict[str, Any]]] | None = None,
+    documents: dict[str, tuple[Document, SentenceCache]] | None = None,
 ) -> Answer:
     """Returns the `clauses` clauses of `hits` that best answer `question`, quoted verbatim, each with its
     decisive sentence marked; or, when none scores at least `min_score`, an answer with no quote that says
@@ -378,7 +332,7 @@ def extractive_answer(
     `Document` and sentence cache, the clauses of every document compete, and each quote names its document
     (`doc` then only stands for the collection's answer)."""
     if documents is None:
-        documents = {doc.id: (doc, {} if cache is None else cache)}
+        documents = {doc.id: (doc, SentenceCache() if cache is None else cache)}
         for hit in hits:
             documents.setdefault(hit.document_id, documents[doc.id])
     if query is None:

@@ -1,12 +1,23 @@
-"""The sentence embeddings offline answers make, kept beside a document's index in the store: loaded before an
-offline answer or checklist runs, and the ones it added written back after, so asking again, even from a new
-process, embeds nothing. Sealed like every other file of the document when the store has a key."""
+"""The sentence embeddings offline answers read, kept beside a document's index in the store
+(`docpipe.ingest.sentences.SENTENCE_VECTORS`, a `docpipe.embed.table.VectorTable`).
+
+Ingestion writes the whole document's table in the same batched pass that embeds its passages (setting
+`embedding.sentence_vectors`, ``ingest``). An index stored without one (made before tables existed, or with
+``first_use``) gets it on its first offline use, in one batched pass over every section. An offline answer then
+only looks its sentences up; the few it cannot find (a clause cut differently) are embedded and written back,
+so asking again, even from a new process, embeds nothing but the question. Sealed like every other file of the
+document when the store has a key.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
+
+from docpipe.answer import extractive
+from docpipe.embed.table import VectorTable, maker
+from docpipe.ingest.sentences import SENTENCE_VECTORS, document_texts
 
 if TYPE_CHECKING:
     from docpipe.retrieve.fusion import SearchIndex
@@ -18,9 +29,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: Beside a stored index: the sentence embeddings of the sections offline answers have quoted from.
-SENTENCE_VECTORS = "sentences.npz"
-
 
 class StoredSentences:
     """The sentence embeddings `store` holds for documents indexed under `fingerprint`."""
@@ -31,27 +39,60 @@ class StoredSentences:
 
     def around(self, index: SearchIndex, work: Callable[[], T]) -> T:
         """Returns what `work` (offline answers or checklist candidates over `index`) returns, run with the
-        sentence embeddings the store holds for its document; those it added are stored afterwards. A damaged
-        file is ignored (the embeddings are made again)."""
-        from docpipe.answer import extractive
-
-        cache, store, doc_id = index.sentence_cache, self.store, index.doc.id
-        name = f"{store.index_dir(doc_id, self.fingerprint).name}/{SENTENCE_VECTORS}"
-        path = store.doc_dir(doc_id) / name
-        if cache.saved is None:
-            try:
-                stored = store.read_file(doc_id, name)
-                if stored is not None:
-                    extractive.load_vectors(stored, cache)
-            except (OSError, ValueError, KeyError) as exc:
-                logger.warning("ignoring unreadable %s (%s); its embeddings are made again", path, exc)
-            cache.saved = extractive.stored_sections(cache)
+        document's sentence table (`load`); what it added is stored afterwards (`save`)."""
+        self.load(index)
         result = work()
-        count = extractive.stored_sections(cache)
-        if count > cache.saved:
-            try:
-                store.write_file(doc_id, name, extractive.dump_vectors(cache))
-                cache.saved = count
-            except OSError as exc:
-                logger.warning("cannot store sentence embeddings at %s (%s)", path, exc)
+        self.save(index)
         return result
+
+    def load(self, index: SearchIndex) -> VectorTable:
+        """Returns the document's sentence table, read from the store once per loaded index; when the store holds
+        none, or one that does not cover the document, it is completed in one batched pass and stored. A
+        damaged file, or one made by another embedder, is ignored (the table is made again)."""
+        cache = index.sentence_cache
+        with cache.lock:
+            if cache.saved is not None:
+                return extractive.sentence_table(cache, index.embedder)
+            table = self._read(index)
+            if not table.complete:
+                texts = table.missing(document_texts(index.doc.sections))
+                if texts:
+                    logger.info("embedding %d sentences of %s for offline answers", len(texts), index.doc.name)
+                    table.add(texts, index.embedder.embed(texts))
+                table.complete = True
+                cache.saved = -1  # not in the store yet
+            else:
+                cache.saved = len(table)
+            extractive.put_table(cache, table)
+        self.save(index)
+        return table
+
+    def save(self, index: SearchIndex) -> None:
+        """Stores the document's sentence table when it holds more than the store's copy."""
+        cache = index.sentence_cache
+        table = extractive.sentence_table(cache, index.embedder)
+        count = len(table)
+        if cache.saved is None or count <= cache.saved:
+            return
+        doc_id = index.doc.id
+        name = self._name(doc_id)
+        try:
+            self.store.write_file(doc_id, name, table.dump())
+            cache.saved = count
+        except OSError as exc:
+            logger.warning("cannot store sentence embeddings at %s (%s)", self.store.doc_dir(doc_id) / name, exc)
+
+    def _read(self, index: SearchIndex) -> VectorTable:
+        doc_id, embedder = index.doc.id, index.embedder
+        made_by = maker(self.fingerprint, embedder)
+        name = self._name(doc_id)
+        try:
+            stored = self.store.read_file(doc_id, name)
+            if stored is not None:
+                return VectorTable.load(stored, made_by=made_by, dim=embedder.dim)
+        except (OSError, ValueError) as exc:
+            logger.warning("ignoring %s (%s); its embeddings are made again", self.store.doc_dir(doc_id) / name, exc)
+        return VectorTable(made_by, dim=embedder.dim)
+
+    def _name(self, doc_id: str) -> str:
+        return f"{self.store.index_dir(doc_id, self.fingerprint).name}/{SENTENCE_VECTORS}"

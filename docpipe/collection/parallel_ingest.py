@@ -71,7 +71,7 @@ class ParallelIngest:
         self.on_skip = on_skip
         self.owner = owner
         self.ask_password = ask_password
-        self.total = self.finished = self.embedded = self.known_passages = 0
+        self.total = self.finished = self.embedded = self.known_texts = 0
         self.pending: list[tuple[str, Prepared]] = []
         self._asking = threading.Lock()
         self._answered: list[str] = []  # what ask_password gave, tried on each encrypted file before asking again
@@ -86,7 +86,7 @@ class ParallelIngest:
                 ended, running = wait(running, return_when=FIRST_COMPLETED)
                 for future in ended:
                     self._take(futures[future], future)
-                if self.pending and (sum(len(p.texts) for _, p in self.pending) >= EMBED_BATCH or not running):
+                if self.pending and (sum(len(p.to_embed) for _, p in self.pending) >= EMBED_BATCH or not running):
                     self.embed_pending()
 
     def _take(self, label: str, future: Future[Outcome]) -> None:
@@ -108,7 +108,7 @@ class ParallelIngest:
             self.finish(label, item, "", False)
         else:
             self.pending.append((label, item))
-            self.known_passages += len(item.texts)
+            self.known_texts += len(item.to_embed)
 
     def prepare(self, source: Source, label: str) -> Outcome:
         """Reads one file and opens it (see `open_file`), asking for passwords as the class docstring says."""
@@ -175,20 +175,20 @@ class ParallelIngest:
 
     def embed_pending(self) -> None:
         """Embeds the queued documents' passages in batches across them and stores each index."""
-        texts = [t for _, p in self.pending for t in p.texts]
+        texts = [t for _, p in self.pending for t in p.to_embed]
         before = self.embedded
 
         def batch_done(done: int, _total: int) -> None:
             if done:
                 self.embedded = before + min(done * build.EMBED_BATCH, len(texts))
-                self.tell(AddProgress("embed", self.embedded, self.known_passages))
+                self.tell(AddProgress("embed", self.embedded, self.known_texts))
 
         vectors = build.embed_batches(self.embedder, texts, embed_progress=batch_done)
         row = 0
         indexes = self.indexes
         for label, prepared in self.pending:
-            rows = vectors[row : row + len(prepared.texts)]
-            row += len(prepared.texts)
+            rows = vectors[row : row + len(prepared.to_embed)]
+            row += len(prepared.to_embed)
             try:
                 index = build.finish_index(
                     prepared,

@@ -111,7 +111,7 @@ class _Embed:
         prepared = {i: pickle.loads(batch["payload"].iloc[i]) for i in todo}
         kinds, errors = list(batch["kind"]), list(batch["error"])
         if todo:
-            texts = [t for i in todo for t in prepared[i].texts]
+            texts = [t for i in todo for t in prepared[i].to_embed]
             try:
                 vectors = build.embed_batches(self.embedder, texts)
             except Exception as exc:  # noqa: BLE001 - the batch's files fail with the reason; others go on
@@ -120,7 +120,7 @@ class _Embed:
                 todo = []
             row = 0
             for i in todo:
-                count = len(prepared[i].texts)
+                count = len(prepared[i].to_embed)
                 try:
                     build.finish_index(
                         prepared[i],

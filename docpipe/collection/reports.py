@@ -14,7 +14,8 @@ __all__ = ["AddProgress", "AddReport"]
 @dataclass(frozen=True, slots=True)
 class AddProgress:
     """One step of `Collection.add`: a file finished (``file``: `done` of `total` files, `error` when it
-    failed) or a batch of passages embedded (``embed``: `done` of `total` passages known so far)."""
+    failed) or a batch of texts embedded (``embed``: `done` of `total` texts known so far: passages, and the sentences
+    offline answers score when `embedding.sentence_vectors` is ``ingest``)."""
 
     kind: str
     done: int

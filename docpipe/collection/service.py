@@ -335,7 +335,10 @@ class CollectionService:
             )
         if engine is None:
             vectors = answering.embedder.embed(questions)
-            return [
+            indexes = {d: index for p in planned for d, index in p.indexes.items()}
+            for index in indexes.values():  # each contract's stored sentence table, read once
+                answering.sentences.load(index)
+            answers = [
                 collection_extractive(
                     question,
                     p.hits,
@@ -348,6 +351,9 @@ class CollectionService:
                 )
                 for question, p, vector in zip(questions, planned, vectors)
             ]
+            for index in indexes.values():
+                answering.sentences.save(index)
+            return answers
         thinking = mode or settings.engine.thinking
         requests = [collection_request(q, p.hits, settings=settings, mode=thinking) for q, p in zip(questions, planned)]
         results = engine.generate(requests)

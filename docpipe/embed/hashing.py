@@ -23,6 +23,9 @@ class HashingEmbedder:
     True
     """
 
+    #: What computes its vectors (as `docpipe.embed.openvino.OpenVinoEmbedder.backend` says for its own).
+    backend = "hashing"
+
     def __init__(self, dim: int = 384, max_tokens: int = 128) -> None:
         self.dim = dim
         self.max_tokens = max_tokens

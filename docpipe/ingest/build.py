@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,9 +57,9 @@ Progress = Callable[[str], None]
 #: Hears (0, batches in all) before the first batch of passages is embedded, then (batches done, batches in all).
 BatchProgress = Callable[[int, int], None]
 
-#: Passages per call to the embedder when a document is indexed (and when a collection is filled): the step
-#: of embedding progress. Above the 96 texts the sentence-transformers embedder reads with NumPy on one BLAS
-#: thread while its bulk backend is not loaded, so a long document's batches stay bulk work.
+#: Texts (passages, then sentences) per call to the embedder when a document is indexed (and when a collection
+#: is filled): the step of embedding progress. Above what the embedder reads with NumPy while its bulk backend is
+#: not loaded (`NUMPY_BATCH_LIMIT`), so a long document's batches stay bulk work.
 EMBED_BATCH = 128
 
 
@@ -179,18 +179,27 @@ def _ocr_changed(record: dict[str, Any], settings: ExtractionSettings) -> bool:
 
 @dataclass(slots=True)
 class Prepared:
-    """A document made ready for embedding: sections set, passages cut, and the texts the embedder reads."""
+    """A document made ready for embedding: sections set, passages cut, the texts the embedder reads for the
+    passages (`texts`) and, when made at ingestion, for the sentence table (`sentences`)."""
 
     doc: Document
     passages: list[Passage]
     texts: list[str]
+    sentences: list[str] = field(default_factory=list)
+
+    @property
+    def to_embed(self) -> list[str]:
+        """Returns every text to embed, passages first: `finish_index` takes their vectors in this order."""
+        return self.texts + self.sentences
 
 
 def prepare_index(doc: Document, *, embedder: Embedder, settings: Settings, progress: Progress) -> Prepared:
     """Returns `doc` split into sections (set on `doc`) and passages sized to `embedder`, with the text the
-    embedder reads for each passage: everything of an index but the embeddings."""
+    embedder reads for each passage and (`Settings.sentence_vectors_at` ``ingest``) the sentences offline answers
+    score: everything of an index but the embeddings."""
     from docpipe.ingest.passages import embedding_text, make_passages
     from docpipe.ingest.sections import split_sections
+    from docpipe.ingest.sentences import document_texts
     from docpipe.tokens import get_token_counter
 
     progress("splitting into sections")
@@ -198,7 +207,9 @@ def prepare_index(doc: Document, *, embedder: Embedder, settings: Settings, prog
     doc.sections = split_sections(doc, counter, settings.chunking)
     passages = make_passages(doc.sections, doc.text, embedder, overlap=settings.chunking.passage_overlap)
     sections = {s.id: s for s in doc.sections}
-    return Prepared(doc, passages, [embedding_text(p, sections[p.section_id], embedder) for p in passages])
+    texts = [embedding_text(p, sections[p.section_id], embedder) for p in passages]
+    sentences = document_texts(doc.sections) if settings.sentence_vectors_at() == "ingest" else []
+    return Prepared(doc, passages, texts, sentences)
 
 
 def finish_index(
@@ -210,11 +221,16 @@ def finish_index(
     settings: Settings,
     fingerprint: str,
 ) -> SearchIndex:
-    """Returns the search index of a prepared document given its passages' embeddings (`vectors`, one row
-    per passage), saved in the store under the document id and `fingerprint`."""
+    """Returns the search index of a prepared document given the embeddings of `prepared.to_embed` (`vectors`,
+    one row per text: the passages', then the sentences'), saved in the store under the document id and
+    `fingerprint`, with the sentence table beside it when the sentences were embedded."""
     from docpipe.retrieve.dense import DenseIndex
 
     doc, passages = prepared.doc, prepared.passages
+    if len(vectors) != len(prepared.texts) + len(prepared.sentences):
+        raise ValueError(f"{len(vectors)} vectors for {len(prepared.to_embed)} texts of {doc.name}")
+    sentence_vectors = vectors[len(prepared.texts) :]
+    vectors = vectors[: len(prepared.texts)]
     dense = DenseIndex(vectors, index_type=settings.retrieval.index_type)
     files = {
         "document.json": json.dumps(doc.to_dict()).encode(),
@@ -222,11 +238,32 @@ def finish_index(
         "dense.faiss": dense.serialize(),
     }
     store.save_index(doc.id, fingerprint, files, {"embedder": embedder.name, "passages": len(passages)})
+    index = search_index(doc, passages, dense, embedder=embedder, retrieval=settings.retrieval)
+    if prepared.sentences:
+        _save_sentences(index, prepared.sentences, sentence_vectors, store=store, fingerprint=fingerprint)
     logger.info(
         "ingested %s: %d pages, %d sections, %d passages", doc.name, len(doc.pages), len(doc.sections), len(passages)
     )
     emit_metric("pages_ingested", pages=len(doc.pages))
-    return search_index(doc, passages, dense, embedder=embedder, retrieval=settings.retrieval)
+    return index
+
+
+def _save_sentences(
+    index: SearchIndex, texts: list[str], vectors: np.ndarray, *, store: Store, fingerprint: str
+) -> None:
+    """Stores the document's sentence table (`docpipe.embed.table.VectorTable`) beside its index, and hands it
+    to the loaded index, so offline answers in this process read it too."""
+    from docpipe.embed.table import VectorTable, maker
+    from docpipe.ingest.sentences import SENTENCE_VECTORS
+
+    embedder = index.embedder
+    table = VectorTable(maker(fingerprint, embedder), dim=embedder.dim)
+    table.add(texts, vectors)
+    table.complete = True
+    name = f"{store.index_dir(index.doc.id, fingerprint).name}/{SENTENCE_VECTORS}"
+    store.write_file(index.doc.id, name, table.dump())
+    index.sentence_cache.table = table
+    index.sentence_cache.saved = len(table)
 
 
 def build_index(
@@ -243,8 +280,11 @@ def build_index(
     sized to `embedder`, their embeddings in a dense index; saved under the document id and `fingerprint`.
     `progress` hears each stage by name, `embed_progress` each batch of passages embedded (`embed_batches`)."""
     prepared = prepare_index(doc, embedder=embedder, settings=settings, progress=progress)
-    progress(f"embedding {len(prepared.passages)} passages")
-    vectors = embed_batches(embedder, prepared.texts, embed_progress=embed_progress)
+    progress(
+        f"embedding {len(prepared.passages)} passages"
+        + (f" and {len(prepared.sentences)} sentences" if prepared.sentences else "")
+    )
+    vectors = embed_batches(embedder, prepared.to_embed, embed_progress=embed_progress)
     return finish_index(prepared, vectors, store=store, embedder=embedder, settings=settings, fingerprint=fingerprint)
 
 

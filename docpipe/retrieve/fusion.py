@@ -5,6 +5,7 @@ cross-references, in document order)."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from docpipe.types import Document, Hit, Passage, Section
 
 if TYPE_CHECKING:
     from docpipe.embed.base import Embedder
+    from docpipe.embed.table import VectorTable
     from docpipe.retrieve.references import References
     from docpipe.settings import ChunkingSettings, RetrievalSettings
 
@@ -21,10 +23,17 @@ __all__ = ["SearchIndex", "SentenceCache", "context_limits", "fit_budget", "sele
 
 
 class SentenceCache(dict[str, Any]):
-    """The sentence embeddings offline answers made for a document's sections, by section (and heading);
-    `saved` is how many sections' embeddings the store holds already (None: not read from the store yet)."""
+    """What offline answers keep of a document while its index is loaded: its sections cut into clauses with
+    their sentences' embeddings, by section (and heading), and the document's sentence table they are read
+    from (`docpipe.answer.extractive.sentence_table`). `saved` is how many of the table's vectors the store
+    holds (None: not read from the store yet); `lock` is held while the table is read or made."""
 
     saved: int | None = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.RLock()
+        self.table: VectorTable | None = None
 
 
 @dataclass(slots=True)
@@ -39,7 +48,7 @@ class SearchIndex:
     rrf_k: int = 60
     _bm25: BM25 | None = field(default=None, repr=False)
     _sections: dict[str, Section] = field(default_factory=dict, repr=False)
-    # Sentence vectors per section for extractive answers: a re-ask embeds only the question.
+    # Sentence vectors for extractive answers: a question embeds only itself.
     sentence_cache: SentenceCache = field(default_factory=lambda: SentenceCache(), repr=False)
     _references: Any = field(default=None, repr=False)
 

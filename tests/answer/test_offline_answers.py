@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from docpipe.answer.clauses import clause_spans, sentence_spans
 from docpipe.answer.extractive import NOTHING_FOUND, extractive_answer
 from docpipe.errors import InputError
 from docpipe.eval.answers import load_questions, overlaps
+from docpipe.ingest.clauses import clause_spans, sentence_spans
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "master_services_agreement.pdf"
@@ -241,12 +241,13 @@ def test_workbench_shows_the_decisive_sentence_bold_and_escapes_the_rest() -> No
 def test_a_section_with_no_quotable_sentence_is_skipped_not_a_crash() -> None:
     from docpipe.answer.extractive import rank_clauses
     from docpipe.embed.base import load_embedder
+    from docpipe.retrieve.fusion import SentenceCache
     from docpipe.settings import EmbeddingSettings
     from docpipe.types import Hit
 
     embedder = load_embedder(EmbeddingSettings(model="hashing"))
     bare = Hit("s005", "5. Notices", ("5. Notices",), 3, 3, "Section 5.1.", 0.1, 10, 2, 5597, 5609, role="reference")
-    cache: dict = {}
+    cache = SentenceCache()
     # Only the bare cross-referenced heading in context: nothing to quote, no KeyError (found on cuad-dev).
     assert rank_clauses("Where do notices go?", [bare], embedder, cache) == []
     clause = Hit("s004", "4. Term", ("4. Term",), 2, 2, SECTION, 0.9, 200, 0)

@@ -78,6 +78,21 @@ def test_rows_follow_the_input_order_across_sorted_batches() -> None:
 
 
 @pytest.mark.integration
+def test_a_lone_question_goes_through_numpy_and_equals_the_batch_vector() -> None:
+    # A fresh `docpipe ask` embeds its question with the NumPy pass; the sentences it is scored against were
+    # embedded in batches by OpenVINO at ingestion. Same vector within the backends' tolerance (BF16_COSINE;
+    # float32 rounding where OpenVINO runs in f32), and a batch goes to OpenVINO, not to NumPy.
+    embedder = OpenVinoEmbedder(PACKAGED_MINILM)
+    lone = np.vstack([embedder.embed([text]) for text in TEXTS])
+    assert not embedder._bulk_loaded()
+    batch = embedder.embed(TEXTS * 3)[: len(TEXTS)]  # more than NUMPY_BATCH_LIMIT texts: compiled and batched
+    assert len(TEXTS) * 3 > embedder.NUMPY_BATCH_LIMIT and embedder._bulk_loaded()
+    assert (lone * batch).sum(1).min() >= BF16_COSINE
+    if embedder.precision == "f32":
+        assert np.abs(lone - batch).max() < 1e-5
+
+
+@pytest.mark.integration
 def test_questions_from_numpy_rank_openvino_passages_as_torch_does(torch_vectors: np.ndarray) -> None:
     # A fresh process embeds a question with the NumPy forward pass (float32) and searches passages that
     # OpenVINO wrote at ingestion (bfloat16): the ranking must be torch's.

@@ -112,7 +112,7 @@ def test_a_collections_steps_report_its_files_and_embedding(test_pipe: DocPipe, 
     assert len(report.added) == 2
     texts = bar.texts
     assert texts[0] == "deal-x: extracting 2 file(s)" and bar.fractions[0] == 0.0
-    assert any("embedding passages:" in text for text in texts), texts
+    assert any("embedding passages and sentences:" in text for text in texts), texts
     assert texts[-1].startswith("2 of 2 files: ") and texts[-1].endswith(" done"), texts
     assert bar.fractions == sorted(bar.fractions) and bar.fractions[-1] == 1.0
 
