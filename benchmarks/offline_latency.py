@@ -1,7 +1,7 @@
 """A new question, offline, on the 115-page cuad-dev contract whose store another process made warm: the two
 placements of the sentence embeddings side by side (made at ingestion vs on the document's first offline use).
 
-Run: .venv/bin/python benchmarks/offline_latency.py   (writes benchmarks/results/offline_latency.json, ~3 min)
+Run: .venv/bin/python benchmarks/offline_latency.py [--out FILE]   (benchmarks/results/offline_latency.json; ~3 min)
 
 Per placement, in a new empty store:
 - `docpipe ingest` of the contract, a process of its own (wall time);
@@ -69,7 +69,7 @@ def _percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
-def main() -> None:
+def main(args: argparse.Namespace) -> None:
     if not PDF.exists():
         sys.exit(f"missing {PDF}: the benchmark reads ../shared/eval in place")
     questions = list(json.loads(QUESTIONS.read_text()).values())
@@ -100,7 +100,7 @@ def main() -> None:
         runs["first_use"]["first_question_s"] / runs["ingest"]["first_question_s"], 1
     )
     results["ingest_ratio_ingest_over_first_use"] = round(runs["ingest"]["ingest_s"] / runs["first_use"]["ingest_s"], 2)
-    out_path = ROOT / "benchmarks" / "results" / "offline_latency.json"
+    out_path = args.out
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(results, indent=2))
     print(f"{PDF.name}: {IN_PROCESS} new questions in one process, {CLI_ASKS} as new `docpipe ask` processes")
@@ -137,10 +137,11 @@ if __name__ == "__main__":
     parser.add_argument("--worker", nargs="+", metavar=("PDF", "QUESTION"), help=argparse.SUPPRESS)
     parser.add_argument("--rss", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("cmd", nargs="*", help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "offline_latency.json")
     args = parser.parse_args()
     if args.worker:
         worker(Path(args.worker[0]), args.worker[1:])
     elif args.rss:
         _rss_wrapper(args.cmd)
     else:
-        main()
+        main(args)

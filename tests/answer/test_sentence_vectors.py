@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.cli import run_cli
+from support.contracts import CONTRACTS
 
 from docpipe.embed.table import VectorTable, digest, maker
 from docpipe.ingest.sentences import SENTENCE_VECTORS, document_texts
@@ -179,3 +180,15 @@ def test_stored_sentences_give_the_answers_and_cells_of_sentences_embedded_on_th
     cells = [[[(c.status, [q.quote for q in c.quotes]) for c in row] for row in grid.cells] for grid in grids]
     assert cells[0] == cells[1]
     assert sum(c.status == "candidate" for row in grids[0].cells for c in row) > 20
+
+
+def test_an_offline_grid_embeds_its_column_questions_and_nothing_else(tmp_path: Path) -> None:
+    from docpipe import DocPipe
+
+    dp = _hashing(tmp_path / "home")
+    docs = [dp.ingest(SAMPLE), dp.ingest(CONTRACTS["globex-license.pdf"], name="globex-license.pdf")]
+    counting = _Counting(dp.embedder)
+    grid = DocPipe(dp.settings, embedder=counting).review(docs, checklist=True, use_cache=False)
+    assert grid.summary()["done"] == 2 * 41 and not grid.summary()["failures"]
+    # One call for the 41 columns' queries: every sentence a cell scores comes from the stored tables.
+    assert counting.calls == 1 and counting.texts == 41
