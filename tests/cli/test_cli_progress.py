@@ -22,6 +22,7 @@ import pytest
 from docpipe import DocPipe, Settings
 from docpipe.embed.hashing import HashingEmbedder
 from docpipe.ingest.build import EMBED_BATCH, embed_batches, stored_parts
+from docpipe.ingest.sentences import document_texts
 
 pty = pytest.importorskip("pty", reason="the pseudo-terminal tests need a POSIX system")
 
@@ -70,10 +71,11 @@ def test_embedding_reports_each_batch_done_of_all(tmp_path: Path, long_pdf: Path
     batches: list[tuple[int, int]] = []
     doc = dp.ingest(long_pdf, progress=stages.append, embed_progress=lambda done, total: batches.append((done, total)))
     texts, _ = _passages(dp, doc.id)
-    total = math.ceil(len(texts) / EMBED_BATCH)
+    sentences = document_texts(doc.sections)  # embedded in the same batches, after the passages
+    total = math.ceil((len(texts) + len(sentences)) / EMBED_BATCH)
     assert total >= 3
     assert batches == [(done, total) for done in range(0, total + 1)]  # (0, total) first: the bar's length
-    assert f"embedding {len(texts)} passages" in stages  # the stage names are as before
+    assert f"embedding {len(texts)} passages and {len(sentences)} sentences" in stages
     # A document the store holds is not embedded again: nothing to report.
     again: list[tuple[int, int]] = []
     dp.ingest(long_pdf, embed_progress=lambda done, total: again.append((done, total)))
@@ -90,8 +92,9 @@ def test_the_vectors_do_not_depend_on_the_callback(tmp_path: Path, long_pdf: Pat
         rows = _passages(dp, doc.id)[1]
         vectors.append(rows)
         calls.append([len(texts) for texts in embedder.calls])
-        # Row i is the i-th text given, as one call of the embedder gives it.
-        assert np.array_equal(rows, HashingEmbedder().embed([t for texts in embedder.calls for t in texts]))
+        # Row i is the i-th text given, as one call of the embedder gives it (the passages come first).
+        given = [t for texts in embedder.calls for t in texts]
+        assert np.array_equal(rows, HashingEmbedder().embed(given[: len(rows)]))
     assert np.array_equal(vectors[0], vectors[1])
     assert calls[0] == calls[1] and len(calls[0]) >= 3
     assert all(size == EMBED_BATCH for size in calls[0][:-1]) and 0 < calls[0][-1] <= EMBED_BATCH

@@ -18,6 +18,8 @@ from support.contracts import PARTIES, agreement_pdf
 from docpipe import DocPipe, Settings
 from docpipe.embed.hashing import HashingEmbedder
 from docpipe.errors import ConfigError, InputError
+from docpipe.ingest.build import stored_parts
+from docpipe.ingest.sentences import document_texts
 from docpipe.retrieve import collection as collection_module
 from docpipe.retrieve.cards import strip_naming
 from docpipe.retrieve.collection import CollectionIndex
@@ -203,7 +205,11 @@ def test_adding_a_member_embeds_only_the_new_document(pipe: DocPipe, room: Path,
     index = pipe.collection_service.sync(coll)
     new = report.added[0]
     passages = index.counts[index.ids.index(new.id)]
-    assert embedder.texts - before == passages + 1  # its passages and its card, nothing of the others
+    stored = stored_parts(new.id, store=pipe.store, fingerprint=pipe.fingerprint, vectors=False)
+    assert stored is not None
+    sentences = len(document_texts(stored[0].sections))
+    # Its passages, its sentences (for offline answers) and its card, nothing of the others.
+    assert embedder.texts - before == passages + sentences + 1
     assert index.size == sum(index.counts)
 
 

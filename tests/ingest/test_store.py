@@ -27,6 +27,7 @@ from docpipe import (
     Settings,
     WrongPasswordError,
 )
+from docpipe.ingest.sentences import document_texts
 from docpipe.storage.store import Store, atomic_write
 
 ENCRYPTED = "pypdf-r2-user-password.pdf"
@@ -132,7 +133,10 @@ def test_same_bytes_are_extracted_and_embedded_once(tmp_path: Path, sample_pdf: 
     doc = first_pipe.ingest(sample_pdf)
     manifest = json.loads((_doc_dir(home, doc.id) / f"index-{doc.fingerprint}" / "manifest.json").read_text())
     assert manifest["passages"] > len(doc.sections) > 20
-    assert len(first.embedded) == manifest["passages"], "the counter must see the passage embeddings"
+    # The passages, then every sentence and heading offline answers score (the sentence table).
+    sentences = document_texts(doc.sections)
+    assert len(first.embedded) == manifest["passages"] + len(sentences), "the counter must see every embedding"
+    assert first.embedded[manifest["passages"] :] == sentences
     before = _snapshot(home)
     embedded_once = len(first.embedded)
 
