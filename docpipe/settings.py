@@ -168,8 +168,8 @@ class Settings(BaseSettings):
         return EXTRACTIVE_MIN_SCORE if self.embedding.model == DEFAULT_EMBEDDER else None
 
     def sentence_vectors_at(self) -> str:
-        """Returns when documents' sentence embeddings are made: 'ingest' or 'first_use' (`embedding.
-        sentence_vectors`, auto resolved: at ingestion unless a language model is configured).
+        """Returns when documents' sentence embeddings are made, 'ingest' or 'first_use': the setting
+        `embedding.sentence_vectors`, with auto resolved (at ingestion unless a language model is configured).
 
         >>> Settings().sentence_vectors_at(), Settings(engine={"url": "http://127.0.0.1:8000/v1"}).sentence_vectors_at()
         ('ingest', 'first_use')
