@@ -261,8 +261,13 @@ def _save_sentences(
     table.add(texts, vectors)
     table.complete = True
     name = f"{store.index_dir(index.doc.id, fingerprint).name}/{SENTENCE_VECTORS}"
-    store.write_file(index.doc.id, name, table.dump())
     index.sentence_cache.table = table
+    try:
+        store.write_file(index.doc.id, name, table.dump())
+    except OSError as exc:  # the index is stored; the table is written again on the first offline use
+        logger.warning("cannot store the sentence embeddings of %s (%s)", index.doc.name, exc)
+        index.sentence_cache.saved = -1
+        return
     index.sentence_cache.saved = len(table)
 
 
