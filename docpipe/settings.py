@@ -167,22 +167,6 @@ class Settings(BaseSettings):
             return self.engine.extractive_min_score
         return EXTRACTIVE_MIN_SCORE if self.embedding.model == DEFAULT_EMBEDDER else None
 
-    def sentence_vectors_at(self) -> str:
-        """Returns when documents' sentence embeddings are made, 'ingest' or 'first_use': the setting
-        `embedding.sentence_vectors`, with auto resolved (at ingestion unless a language model is configured).
-
-        >>> Settings().sentence_vectors_at(), Settings(engine={"url": "http://127.0.0.1:8000/v1"}).sentence_vectors_at()
-        ('ingest', 'first_use')
-        """
-        chosen = self.embedding.sentence_vectors
-        if chosen != "auto":
-            return chosen
-        engine = self.engine
-        model = (
-            engine.url is not None or engine.backend in ("vllm", "openai") or Path(engine.model).expanduser().is_dir()
-        )
-        return "first_use" if model else "ingest"
-
     def index_fingerprint(self) -> str:
         """Returns a short hash of every setting that changes what ingestion produces."""
         relevant = {

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from docpipe.answer import extractive
-from docpipe.embed.table import VectorTable, maker
-from docpipe.ingest.sentences import SENTENCE_VECTORS, document_texts
+from docpipe.ingest.sentences import SENTENCE_VECTORS, document_texts, read_table, write_table
 
 if TYPE_CHECKING:
+    from docpipe.embed.table import VectorTable
     from docpipe.retrieve.fusion import SearchIndex
     from docpipe.storage.store import Store
 
@@ -53,7 +53,7 @@ class StoredSentences:
         with cache.lock:
             if cache.saved is not None:
                 return extractive.sentence_table(cache, index.embedder)
-            table = self._read(index)
+            table = read_table(self.store, index.doc.id, self.fingerprint, index.embedder)
             if not table.complete:
                 texts = table.missing(document_texts(index.doc.sections))
                 if texts:
@@ -74,25 +74,5 @@ class StoredSentences:
         count = len(table)
         if cache.saved is None or count <= cache.saved:
             return
-        doc_id = index.doc.id
-        name = self._name(doc_id)
-        try:
-            self.store.write_file(doc_id, name, table.dump())
+        if write_table(self.store, index.doc.id, self.fingerprint, table):
             cache.saved = count
-        except OSError as exc:
-            logger.warning("cannot store sentence embeddings at %s (%s)", self.store.doc_dir(doc_id) / name, exc)
-
-    def _read(self, index: SearchIndex) -> VectorTable:
-        doc_id, embedder = index.doc.id, index.embedder
-        made_by = maker(self.fingerprint, embedder)
-        name = self._name(doc_id)
-        try:
-            stored = self.store.read_file(doc_id, name)
-            if stored is not None:
-                return VectorTable.load(stored, made_by=made_by, dim=embedder.dim)
-        except (OSError, ValueError) as exc:
-            logger.warning("ignoring %s (%s); its embeddings are made again", self.store.doc_dir(doc_id) / name, exc)
-        return VectorTable(made_by, dim=embedder.dim)
-
-    def _name(self, doc_id: str) -> str:
-        return f"{self.store.index_dir(doc_id, self.fingerprint).name}/{SENTENCE_VECTORS}"

@@ -39,7 +39,7 @@ def digest(text: str) -> bytes:
 def maker(fingerprint: str, embedder: Embedder) -> str:
     """Returns who makes a document's vectors: the index fingerprint, and the embedder's name, backend and width
     (the fingerprint already covers them; the rest guards a table moved or written by hand)."""
-    backend = getattr(embedder, "backend", "")
+    backend = getattr(embedder, "backend", "")  # not in the Embedder protocol: users' own embedders may lack it
     return f"{fingerprint}:{embedder.name}:{backend}:{embedder.dim}"
 
 

@@ -195,11 +195,11 @@ class Prepared:
 
 def prepare_index(doc: Document, *, embedder: Embedder, settings: Settings, progress: Progress) -> Prepared:
     """Returns `doc` split into sections (set on `doc`) and passages sized to `embedder`, with the text the
-    embedder reads for each passage and (`Settings.sentence_vectors_at` ``ingest``) the sentences offline answers
+    embedder reads for each passage and (`docpipe.ingest.sentences.at_ingestion`) the sentences offline answers
     score: everything of an index but the embeddings."""
     from docpipe.ingest.passages import embedding_text, make_passages
     from docpipe.ingest.sections import split_sections
-    from docpipe.ingest.sentences import document_texts
+    from docpipe.ingest.sentences import at_ingestion, document_texts
     from docpipe.tokens import get_token_counter
 
     progress("splitting into sections")
@@ -208,7 +208,7 @@ def prepare_index(doc: Document, *, embedder: Embedder, settings: Settings, prog
     passages = make_passages(doc.sections, doc.text, embedder, overlap=settings.chunking.passage_overlap)
     sections = {s.id: s for s in doc.sections}
     texts = [embedding_text(p, sections[p.section_id], embedder) for p in passages]
-    sentences = document_texts(doc.sections) if settings.sentence_vectors_at() == "ingest" else []
+    sentences = document_texts(doc.sections) if at_ingestion(settings) else []
     return Prepared(doc, passages, texts, sentences)
 
 
@@ -252,23 +252,16 @@ def _save_sentences(
     index: SearchIndex, texts: list[str], vectors: np.ndarray, *, store: Store, fingerprint: str
 ) -> None:
     """Stores the document's sentence table (`docpipe.embed.table.VectorTable`) beside its index, and hands it
-    to the loaded index, so offline answers in this process read it too."""
+    to the loaded index, so offline answers in this process read it too. One that cannot be written does not
+    fail the ingestion: the index is stored, and the table is written on the first offline use."""
     from docpipe.embed.table import VectorTable, maker
-    from docpipe.ingest.sentences import SENTENCE_VECTORS
+    from docpipe.ingest.sentences import write_table
 
-    embedder = index.embedder
-    table = VectorTable(maker(fingerprint, embedder), dim=embedder.dim)
+    table = VectorTable(maker(fingerprint, index.embedder), dim=index.embedder.dim)
     table.add(texts, vectors)
     table.complete = True
-    name = f"{store.index_dir(index.doc.id, fingerprint).name}/{SENTENCE_VECTORS}"
     index.sentence_cache.table = table
-    try:
-        store.write_file(index.doc.id, name, table.dump())
-    except OSError as exc:  # the index is stored; the table is written again on the first offline use
-        logger.warning("cannot store the sentence embeddings of %s (%s)", index.doc.name, exc)
-        index.sentence_cache.saved = -1
-        return
-    index.sentence_cache.saved = len(table)
+    index.sentence_cache.saved = len(table) if write_table(store, index.doc.id, fingerprint, table) else -1
 
 
 def build_index(

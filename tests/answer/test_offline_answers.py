@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.embedders import Counting
 
 from docpipe.answer.extractive import NOTHING_FOUND, extractive_answer
 from docpipe.errors import InputError
@@ -181,20 +182,6 @@ def test_eval_answers_refuses_a_bad_per_category(tmp_path: Path) -> None:
     assert result.returncode != 0 and "--per-category must be at least 1" in result.stderr
 
 
-class _CountingEmbedder:
-    """The real embedder, counting the texts it is asked to embed."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.texts = inner, 0
-
-    def __getattr__(self, name: str):
-        return getattr(self.inner, name)
-
-    def embed(self, texts):
-        self.texts += len(texts)
-        return self.inner.embed(texts)
-
-
 @pytest.mark.integration
 def test_a_new_process_reuses_the_stored_sentence_embeddings(sample_pipe) -> None:
     from docpipe import DocPipe
@@ -206,13 +193,13 @@ def test_a_new_process_reuses_the_stored_sentence_embeddings(sample_pipe) -> Non
     stored = dp.store.index_dir(doc.id, dp.fingerprint) / SENTENCE_VECTORS
     assert stored.is_file() and stored.stat().st_mode & 0o077 == 0
     # A fresh DocPipe (as a new `docpipe ask` would be) embeds the question only, and answers the same.
-    counting = _CountingEmbedder(dp.embedder)
+    counting = Counting(dp.embedder)
     again = DocPipe(dp.settings, embedder=counting).ask(doc, question, use_cache=False)
     assert counting.texts == 1
     assert [c.quote for c in again.citations] == [c.quote for c in first.citations]
     # A damaged file (here cut short) is ignored and written again; the answer does not change.
     stored.write_bytes(stored.read_bytes()[:200])
-    counting = _CountingEmbedder(dp.embedder)
+    counting = Counting(dp.embedder)
     third = DocPipe(dp.settings, embedder=counting).ask(doc, question, use_cache=False)
     assert counting.texts > 1 and [c.quote for c in third.citations] == [c.quote for c in first.citations]
     assert len(stored.read_bytes()) > 200

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from support.cli import run_cli
 from support.contracts import CONTRACTS
+from support.embedders import Counting
 
 from docpipe.embed.table import VectorTable, digest, maker
 from docpipe.ingest.sentences import SENTENCE_VECTORS, document_texts
@@ -24,21 +25,6 @@ QUESTIONS = [
     "Which insurance must the Provider carry, and with what limits?",
     "Which law governs the agreement?",
 ]
-
-
-class _Counting:
-    """An embedder that embeds with `inner` and counts the texts it was asked for."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.texts, self.calls = inner, 0, 0
-
-    def __getattr__(self, name: str):
-        return getattr(self.inner, name)
-
-    def embed(self, texts):
-        self.texts += len(texts)
-        self.calls += 1
-        return self.inner.embed(texts)
 
 
 def _hashing(home: Path, **embedding):
@@ -96,7 +82,7 @@ def test_ingestion_stores_every_sentence_and_the_first_question_embeds_only_itse
     from docpipe import DocPipe
 
     for question in QUESTIONS:
-        counting = _Counting(dp.embedder)
+        counting = Counting(dp.embedder)
         answer = DocPipe(dp.settings, embedder=counting).ask(doc, question, use_cache=False)
         assert answer.citations and counting.texts == 1, (question, counting.texts)
 
@@ -108,12 +94,12 @@ def test_sentences_made_on_first_use_are_one_batched_pass_and_stored(tmp_path: P
     doc = dp.ingest(SAMPLE)
     stored = _table_file(dp, doc)
     assert not stored.exists()
-    counting = _Counting(dp.embedder)
+    counting = Counting(dp.embedder)
     first = DocPipe(dp.settings, embedder=counting).ask(doc, QUESTIONS[0], use_cache=False)
     # The question, then every sentence and heading of the document in one call.
     assert counting.calls == 2 and counting.texts == 1 + len(document_texts(doc.sections))
     assert stored.is_file()
-    counting = _Counting(dp.embedder)
+    counting = Counting(dp.embedder)
     again = DocPipe(dp.settings, embedder=counting).ask(doc, QUESTIONS[0], use_cache=False)
     assert counting.texts == 1 and [c.quote for c in again.citations] == [c.quote for c in first.citations]
 
@@ -125,7 +111,7 @@ def test_a_store_made_by_another_process_is_read_not_embedded_again(tmp_path: Pa
     home = tmp_path / "home"
     done = run_cli(home, "ingest", SAMPLE)
     assert done.returncode == 0, done.stderr
-    counting = _Counting(DocPipe(Settings(home=tmp_path / "other")).embedder)
+    counting = Counting(DocPipe(Settings(home=tmp_path / "other")).embedder)
     dp = DocPipe(Settings(home=home), embedder=counting)
     answers = dp.ask_many(SAMPLE, QUESTIONS, use_cache=False)
     assert all(a.citations for a in answers) and counting.texts == len(QUESTIONS)
@@ -187,8 +173,19 @@ def test_an_offline_grid_embeds_its_column_questions_and_nothing_else(tmp_path: 
 
     dp = _hashing(tmp_path / "home")
     docs = [dp.ingest(SAMPLE), dp.ingest(CONTRACTS["globex-license.pdf"], name="globex-license.pdf")]
-    counting = _Counting(dp.embedder)
+    counting = Counting(dp.embedder)
     grid = DocPipe(dp.settings, embedder=counting).review(docs, checklist=True, use_cache=False)
     assert grid.summary()["done"] == 2 * 41 and not grid.summary()["failures"]
     # One call for the 41 columns' queries: every sentence a cell scores comes from the stored tables.
     assert counting.calls == 1 and counting.texts == 41
+
+
+def test_sentences_are_embedded_at_ingestion_unless_a_model_answers() -> None:
+    from docpipe import Settings
+    from docpipe.ingest.sentences import at_ingestion
+
+    assert at_ingestion(Settings()) and at_ingestion(Settings(engine={"backend": "extractive"}))
+    assert not at_ingestion(Settings(engine={"url": "http://127.0.0.1:8000/v1"}))
+    assert not at_ingestion(Settings(engine={"backend": "vllm"}))
+    assert at_ingestion(Settings(engine={"backend": "vllm"}, embedding={"sentence_vectors": "ingest"}))
+    assert not at_ingestion(Settings(embedding={"sentence_vectors": "first_use"}))
