@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from docpipe.types import Citation
+from docpipe.values.kinds import Value
 
 __all__ = ["CELL_LABELS", "CELL_STATUSES", "Cell", "Column", "ReviewManifest", "Row", "verified_label"]
 
@@ -42,13 +43,21 @@ class Column:
     group: str = ""
     note: str = ""  # for a checklist category: what the model's note should say
     category: bool = False  # a checklist category (else a free question)
+    # What its cells hold (`docpipe.values.kinds.KINDS`): ``text`` (the decisive sentence) or a typed value.
+    kind: str = "text"
+    options: tuple[str, ...] = ()  # a ``choice`` column's options
+    term: str = ""  # a built-in key term (`docpipe.terms.catalog`): its id, read by that term's reader
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["options"] = list(self.options)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Column:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        fields["options"] = tuple(fields.get("options", ()))
+        return cls(**fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +90,10 @@ class Cell:
     score: float | None = None  # offline: the best clause score
     thinking: str | None = None
     cached: bool = False
+    # A typed column's value (`docpipe.values.kinds.Value`), read from the verified quotes; None when the cell
+    # has none (not found, or dropped to uncertain: the note says why).
+    value: Value | None = None
+    derivation: str = ""  # a computed value's working: "2014-05-08 + 5 years = 2019-05-08"
 
     @property
     def verified(self) -> list[Citation]:
@@ -94,8 +107,12 @@ class Cell:
 
     @property
     def text(self) -> str:
-        """Returns the cell as a table shows it: the status, the short answer, the pages."""
-        text = CELL_LABELS[self.status] + (f" - {self.answer}" if self.answer else "")
+        """Returns the cell as a table shows it: a typed value (``New York (p. 12)``), else the status and the
+        short answer (offline: the decisive sentence, cut to a line), then the pages."""
+        if self.value is not None:
+            text = self.value.display if self.status == "present" else f"{CELL_LABELS[self.status]} - {self.value.display}"
+        else:
+            text = CELL_LABELS[self.status] + (f" - {self.answer}" if self.answer else "")
         return text + (f" ({self.pages})" if self.pages else "")
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,6 +126,8 @@ class Cell:
             "score": self.score,
             "thinking": self.thinking,
             "cached": self.cached,
+            "value": self.value.to_dict() if self.value is not None else None,
+            "derivation": self.derivation,
         }
 
     @classmethod
@@ -122,6 +141,8 @@ class Cell:
             score=data.get("score"),
             thinking=data.get("thinking"),
             cached=bool(data.get("cached", False)),
+            value=Value.from_dict(data["value"]) if data.get("value") else None,
+            derivation=data.get("derivation", ""),
         )
 
 

@@ -1,0 +1,1 @@
+"""Key terms: typed values read from a document's clauses, with their proof."""
