@@ -1,5 +1,5 @@
 """Review grids: every document of a data room against a set of questions or the clause checklist
-(`docpipe.review.cells` and `docpipe.review.grid` the data and its exports, `docpipe.review.run` how a grid is
+(`docpipe.cells` and `docpipe.review.grid` the data and its exports, `docpipe.review.run` how a grid is
 filled, `docpipe.review.xlsx` the Excel workbook, `docpipe.review.review` the grid `DocPipe.review` asks for,
 `docpipe.review.ray_grid` the same on a Ray cluster)."""
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from docpipe.review.cells import Cell
+    from docpipe.cells import Cell
     from docpipe.settings import Settings
 
 __all__ = ["cell_row", "worker_pipeline"]
