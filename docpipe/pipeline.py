@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from docpipe.answer.cache import AnswerCache
     from docpipe.answer.prompts import ThinkingMode
     from docpipe.answer.streaming import AnswerEvent
+    from docpipe.cells import Column
     from docpipe.embed.base import Embedder
     from docpipe.engine.base import Engine
     from docpipe.review.grid import ReviewGrid
@@ -441,6 +442,8 @@ class DocPipe:
         questions: Sequence[str] | None = None,
         checklist: bool = False,
         categories: Sequence[str] | None = None,
+        columns: Sequence[Column] | None = None,
+        key_terms: bool | Sequence[str] = False,
         mode: str = "think",
         layout: str | None = None,
         password: str | None = None,
@@ -460,6 +463,10 @@ class DocPipe:
         again (after a crash, or with one more document) computes only what it lacks. `progress` is called
         after every cell; `cancel` (set from another thread) stops the grid between engine batches.
 
+        Typed columns (`columns`, or a question with a ``::kind`` suffix: ``"Governing law?::jurisdiction"``)
+        hold a normalized value read from the cell's verified quotes (`Cell.value`); `key_terms` adds the
+        built-in key terms (all, or the ids given; see `terms`).
+
         `executor` ``"ray"`` fills a collection's grid as a Ray Data pipeline on the cluster the settings name
         (`docpipe.review.ray_grid`): the same cells, cached in the same cell cache.
         """
@@ -468,7 +475,9 @@ class DocPipe:
         from docpipe.review.run import columns_for
 
         check_mode(mode)
-        columns = columns_for(questions, checklist=checklist, categories=categories)
+        grid_columns = columns_for(
+            questions, checklist=checklist, categories=categories, columns=columns, key_terms=key_terms
+        )
         if executor not in ("local", "ray"):
             raise ConfigError(f"unknown executor {executor!r}: use local or ray")
         if executor == "ray":
@@ -478,7 +487,7 @@ class DocPipe:
             return review_on_ray(
                 self,
                 coll,
-                columns,
+                grid_columns,
                 mode=mode,
                 layout=layout,
                 password=password,
@@ -488,11 +497,42 @@ class DocPipe:
             )
         return review(
             docs,
-            columns,
+            grid_columns,
             indexes=self.indexes,
             answering=self.answering,
             mode=mode,
             layout=layout,
+            password=password,
+            use_cache=use_cache,
+            progress=progress,
+            cancel=cancel,
+        )
+
+    def terms(
+        self,
+        docs: Collection | Document | Source | Sequence[Document | Source],
+        *,
+        terms: Sequence[str] | None = None,
+        mode: str = "think",
+        password: str | None = None,
+        use_cache: bool = True,
+        progress: Callable[[ReviewProgress], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> ReviewGrid:
+        """Returns the key-terms table of `docs`: a `ReviewGrid` whose columns are the built-in key terms (all, or
+        the ids in `terms`; `docpipe.terms.catalog`): title, parties, agreement, effective and expiration dates,
+        initial term, renewal, the notice that stops it and its last day, governing law, courts, liability cap,
+        termination for convenience.
+
+        Each cell holds a normalized value (`Cell.value`: an ISO date, days, an amount and currency, a canonical
+        jurisdiction, the parties with their defined names) with the verified quotes it was read from; a computed
+        value (an expiration from the effective date and the term) shows its working in `Cell.derivation`. A value
+        its quotes do not give is never shown: the cell is ``uncertain`` and its note says why. Without a language
+        model the values come from deterministic readers (`docpipe.terms.key_terms`)."""
+        return self.review(
+            docs,
+            key_terms=list(terms) if terms else True,
+            mode=mode,
             password=password,
             use_cache=use_cache,
             progress=progress,

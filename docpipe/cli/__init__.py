@@ -75,6 +75,7 @@ _COMMANDS = {
     "eval-analysis": commands.cmd_eval_analysis,
     "eval-answers": commands.cmd_eval_answers,
     "eval-collection": commands.cmd_eval_collection,
+    "eval-terms": commands.cmd_eval_terms,
     "serve": serving.cmd_serve,
     "ui": serving.cmd_ui,
     "keys": admin.cmd_keys,
@@ -84,6 +85,7 @@ _COMMANDS = {
     "collections": collections.cmd_collections,
     "ls": collections.cmd_ls,
     "review": review.cmd_review,
+    "terms": review.cmd_terms,
 }
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from docpipe.cli.config import questions_file
 from docpipe.cli.output import EXIT_ERROR
 
-__all__ = ["cmd_review"]
+__all__ = ["cmd_review", "cmd_terms"]
 
 _FORMATS = {".xlsx": "xlsx", ".csv": "csv", ".json": "json", ".md": "md"}
 
@@ -41,7 +41,11 @@ def _review_questions(args) -> list[str]:
 def _format(args) -> str:
     from docpipe.errors import ConfigError
 
-    if args.format:
+    if getattr(args, "json", False) and args.format not in (None, "json"):
+        raise ConfigError(f"--json and --format {args.format} disagree: give one of them")
+    if getattr(args, "json", False):
+        chosen = "json"
+    elif args.format:
         chosen = args.format
     elif args.output is not None:
         chosen = _FORMATS.get(args.output.suffix.lower(), "")
@@ -65,15 +69,21 @@ def cmd_review(dp, args) -> int:
             "or docpipe review FILES_OR_FOLDER... -q ..."
         )
     fmt = _format(args)  # before any work: a bad output name must not cost a grid
+    columns = None
+    if args.columns is not None:
+        from docpipe.terms.columns import load_columns
+
+        columns = load_columns(args.columns)
     source: Any = dp.collection(args.collection) if args.collection else list(args.paths)
     categories = [c for c in args.categories.split(",") if c.strip()] if args.categories else None
-    bar = _CellBar() if sys.stderr.isatty() else None
-    try:
-        grid = dp.review(
+    grid = _run(
+        lambda bar: dp.review(
             source,
             questions=_review_questions(args),
             checklist=args.checklist,
             categories=categories,
+            columns=columns,
+            key_terms=args.key_terms,
             mode=args.mode,
             layout=args.layout,
             password=args.password,
@@ -81,13 +91,49 @@ def cmd_review(dp, args) -> int:
             progress=bar,
             executor=args.executor,
         )
+    )
+    return _write(grid, args, fmt, what="questions")
+
+
+def cmd_terms(dp, args) -> int:
+    """`docpipe terms`: the key-terms table of a collection, files or a folder."""
+    from docpipe.errors import ConfigError
+    from docpipe.terms.catalog import KEY_TERMS
+
+    if args.list:
+        for term in KEY_TERMS:
+            print(f"{term.id:30s} {term.kind:13s} {term.header}")
+        return 0
+    if bool(args.collection) == bool(args.paths):
+        raise ConfigError(
+            "read the key terms of a collection or of files: docpipe terms --collection NAME "
+            "or docpipe terms FILES_OR_FOLDER..."
+        )
+    fmt = _format(args)
+    terms = [t.strip() for t in args.terms.split(",") if t.strip()] if args.terms else None
+    source: Any = dp.collection(args.collection) if args.collection else list(args.paths)
+    grid = _run(
+        lambda bar: dp.terms(
+            source, terms=terms, mode=args.mode, password=args.password, use_cache=not args.no_cache, progress=bar
+        )
+    )
+    return _write(grid, args, fmt, what="key terms")
+
+
+def _run(work: Any) -> Any:
+    bar = _CellBar() if sys.stderr.isatty() else None
+    try:
+        return work(bar)
     except KeyboardInterrupt:
         print("docpipe: the cells done so far are cached: run the same command again to resume", file=sys.stderr)
         raise
     finally:
         if bar is not None:
             bar.close()
-    if args.manifest:
+
+
+def _write(grid: Any, args: Any, fmt: str, *, what: str) -> int:
+    if getattr(args, "manifest", None):
         args.manifest.write_text(_json(grid.manifest.to_dict()) + "\n", encoding="utf-8")
     if fmt == "xlsx":
         grid.to_xlsx(args.output)
@@ -99,8 +145,13 @@ def cmd_review(dp, args) -> int:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
     summary = grid.summary()
     where = f"wrote {args.output}: " if args.output is not None else ""
+    if args.ics is not None:
+        from docpipe.terms.calendar import deadlines_ics
+
+        Path(args.ics).write_bytes(deadlines_ics(grid))
+        where += f"wrote {args.ics}: "
     print(
-        f"{where}{len(grid.rows)} documents x {len(grid.columns)} questions = {summary['cells']} cells: "
+        f"{where}{len(grid.rows)} documents x {len(grid.columns)} {what} = {summary['cells']} cells: "
         f"{summary['done']} done ({summary['from_cache']} from the cache), {summary['failed']} failed, "
         f"{summary['not_found']} with no such clause",
         file=sys.stderr,

@@ -1,0 +1,646 @@
+"""Key terms read from a contract without a language model: deterministic readers over its sentences.
+
+Each term is found where contracts write it, and read by the reader of its kind (`docpipe.values`):
+
+- **title** and **parties**: the opening of the contract (its first 3,000 characters): the heading line that
+  names the agreement; the parties with their defined names from the preamble (the signature blocks when the
+  preamble names none).
+- **agreement date**: the date the preamble ties to the agreement's making ("dated as of", "made ... on",
+  "entered into as of", "this 21st day of June, 1999"); else a date in the opening; else the signature blocks'.
+- **effective date**: a date the contract calls effective ("effective as of <date>", "<date> (the "Effective
+  Date")", "shall take effect on <date>"); the agreement date when the contract says it takes effect on its date
+  ("the Effective Date means the date first written above"). A contract that speaks of no effective date has
+  none: the agreement date is not copied into it.
+- **term, expiration, renewal, notice**: the sentences of the term clause: an expiration stated as a date, or
+  as a duration from the effective (or agreement) date, computed and shown with its derivation ("2014-05-08 +
+  5 years = 2019-05-08"); "perpetual" / "until terminated" are values; a renewal for successive periods and
+  the notice that stops it; the last day for that notice is the expiration minus the notice period.
+- **governing law** and **courts**: the governing-law clause's chosen law (`docpipe.values.jurisdictions`);
+  the place of the courts given jurisdiction.
+- **liability cap**: the sentence that limits a party's liability: the amount, or the formula as written.
+- **termination for convenience**: a right to terminate for convenience, without cause or for any reason.
+
+Every value comes with the sentence it was read from, as a verified quote (the sentence is the document's own
+text, at its offsets), and is read again from that quote before it is shown: a value its quote does not give
+drops the cell to ``uncertain`` with the reason. Each cell is ``present`` with a value, or ``not_found``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from docpipe.cells import Cell, Column
+from docpipe.ingest.clauses import sentence_spans
+from docpipe.types import Citation, Document, Section
+from docpipe.values.kinds import Value
+from docpipe.values.read import find_values
+
+__all__ = ["READER_VERSION", "Sentence", "document_sentences", "read_key_terms", "supported"]
+
+#: Part of every offline key-term cell's cache key: raise it when a reader changes what it finds.
+READER_VERSION = "1"
+OPENING_CHARS = 3000
+_QUOTE_CHARS = 600  # a quoted sentence longer than this is cut around the value it proves
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    """A sentence of the document: its offsets in `Document.text`, its text and the section that holds it."""
+
+    start: int
+    end: int
+    text: str
+    section: Section
+
+
+def document_sentences(doc: Document) -> list[Sentence]:
+    """Returns every sentence of `doc`'s sections, in document order, with offsets into `doc.text`."""
+    sentences = []
+    for section in doc.sections:
+        for start, end in sentence_spans(section.text):
+            text = section.text[start:end]
+            if text.strip():
+                sentences.append(Sentence(section.start + start, section.start + end, text, section))
+    return sentences
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+class _Reader:
+    """One document's sentences and the cells read from them so far."""
+
+    def __init__(self, doc: Document) -> None:
+        self.doc = doc
+        self.text = doc.text
+        self.sentences = document_sentences(doc)
+        self.opening = [s for s in self.sentences if s.start < OPENING_CHARS] or self.sentences[:20]
+
+    # -- quotes ------------------------------------------------------------------------------------------------
+    def quote(self, sentence: Sentence, value: Value | None = None) -> Citation:
+        """Returns `sentence` (cut around `value` when it is long) as a verified citation of the document."""
+        start, end = sentence.start, sentence.end
+        if value is not None and value.start >= 0 and end - start > _QUOTE_CHARS:
+            centre = sentence.start + value.start
+            start = max(start, centre - _QUOTE_CHARS // 2)
+            end = min(end, start + _QUOTE_CHARS)
+        text = self.text[start:end]
+        first, last = self.doc.page_of(start), self.doc.page_of(max(start, end - 1))
+        return Citation(
+            section_id=sentence.section.id,
+            heading=sentence.section.heading,
+            page_start=first,
+            page_end=last,
+            quote=text,
+            verified=True,
+            highlight=value.as_written if value is not None else "",
+            document_id=self.doc.id,
+            document_name=self.doc.name,
+            **self.doc.citation_marks(first, last),
+        )
+
+    def find(
+        self, pattern: re.Pattern[str], sentences: Iterable[Sentence] | None = None
+    ) -> Iterable[tuple[Sentence, re.Match[str]]]:
+        for sentence in self.sentences if sentences is None else sentences:
+            match = pattern.search(sentence.text)
+            if match:
+                yield sentence, match
+
+
+def _cell(reader: _Reader, kind: str, value: Value, sentence: Sentence, note: str = "") -> Cell:
+    """Returns a present cell of `value` read from `sentence`, after reading the quote again (`supported`)."""
+    quote = reader.quote(sentence, value)
+    problem = supported(kind, value, quote.quote)
+    if problem:
+        return Cell("uncertain", quotes=[quote], note=problem, searched=[sentence.section.id])
+    return Cell("present", quotes=[quote], note=note, searched=[sentence.section.id], value=value)
+
+
+def supported(kind: str, value: Value, quote: str) -> str:
+    """Returns "" when `quote` gives `value` (a reader of `kind` finds an equal normalized value in it), else
+    the reason it does not: what a reviewer reads in the cell's note."""
+    if kind in ("text", "yes_no"):
+        return "" if quote.strip() else "no quote"
+    found = find_values(kind, quote)
+    if any(_same(kind, f.normalized, value.normalized) for f in found):
+        return ""
+    seen = ", ".join(dict.fromkeys(f.display for f in found)) or "no " + kind
+    return f"The quote does not give {value.display}: it reads {seen}."
+
+
+def _same(kind: str, a: object, b: object) -> bool:
+    if kind == "parties" and isinstance(a, list) and isinstance(b, list):
+        return {_flat(str(p.get("name", ""))).casefold() for p in b} <= {
+            _flat(str(p.get("name", ""))).casefold() for p in a
+        }
+    return a == b
+
+
+# -- dates ---------------------------------------------------------------------------------------------------------
+
+_MADE = re.compile(
+    r"\b(?:dated|made|entered\s+into|executed|signed|concluded|agreed)\b[^.;]{0,60}?$|\bas\s+of\s*$|\bday\s+of\s*$"
+    r"|\bon\s*$|\bdate[d]?\s*:?\s*$",
+    re.IGNORECASE,
+)
+_EFFECTIVE_BEFORE = re.compile(
+    r"\beffective(?:\s+(?:as\s+of|on|from|date|beginning))?\s*(?:[:,]\s*)?$|\b(?:take|takes|become|becomes)\s+effective"
+    r"(?:\s+(?:as\s+of|on|from))?\s*$|\b(?:commenc\w*|beginning|starting)\s+(?:on|as\s+of)\s*$"
+    r"|\btake\s+effect\s+(?:on|as\s+of)?\s*$",
+    re.IGNORECASE,
+)
+_EFFECTIVE_AFTER = re.compile(r"^[\s,]*\(?\s*(?:the|this)?\s*[\"“”‘’']{0,2}\s*Effective\s*Date", re.IGNORECASE)
+_EFFECTIVE_IS_AGREEMENT = re.compile(
+    r"Effective\s+Date[\"”’]?\s+(?:means|shall\s+mean|is|shall\s+be)\s+the\s+date\s+(?:first\s+(?:written|set\s+forth|"
+    r"above)|of\s+this\s+Agreement|hereof|on\s+which\s+this\s+Agreement\s+(?:is|was|has\s+been)\s+(?:executed|signed))"
+    r"|effective\s+as\s+of\s+the\s+date\s+(?:first\s+(?:written|set\s+forth|above)|hereof|of\s+this\s+Agreement)"
+    r"|(?:this|the)\s+Agreement\s+shall\s+(?:be|become)\s+effective\s+(?:on|as\s+of|upon)\s+the\s+date\s+(?:first|"
+    r"hereof|of)",
+    re.IGNORECASE,
+)
+_NOT_A_MAKING = re.compile(r"\b(?:Source|Filed|Page)\b|\bdue\s*$|\bamended\b", re.IGNORECASE)
+
+
+def _dates_in(sentence: Sentence) -> list[Value]:
+    return [v for v in find_values("date", sentence.text) if v.normalized != "perpetual"]
+
+
+def _agreement_date(reader: _Reader) -> Cell:
+    made: tuple[Sentence, Value] | None = None
+    first: tuple[Sentence, Value] | None = None
+    for sentence in reader.opening:
+        for value in _dates_in(sentence):
+            before = sentence.text[max(0, value.start - 80) : value.start]
+            if _NOT_A_MAKING.search(before[-40:]):
+                continue
+            if made is None and (_MADE.search(before) or _EFFECTIVE_BEFORE.search(before)):
+                made = (sentence, value)
+            if first is None:
+                first = (sentence, value)
+    chosen = made or first
+    if chosen is None:
+        signed = _signature_date(reader)
+        if signed is None:
+            return Cell("not_found", note="No date of the agreement in its opening or its signature blocks.")
+        return _cell(reader, "date", signed[1], signed[0], note="Read from the signature blocks.")
+    return _cell(reader, "date", chosen[1], chosen[0])
+
+
+_SIGNED = re.compile(r"\b(?:Date|Dated|Signed\s+on|Executed\s+on)\s*:", re.IGNORECASE)
+
+
+def _signature_date(reader: _Reader) -> tuple[Sentence, Value] | None:
+    tail = [s for s in reader.sentences if s.start >= len(reader.text) * 0.5]
+    for sentence in tail:
+        match = _SIGNED.search(sentence.text)
+        if not match:
+            continue
+        for value in _dates_in(sentence):
+            if value.start >= match.end() and value.start - match.end() < 20:
+                return sentence, value
+    return None
+
+
+def _effective_date(reader: _Reader, agreement: Cell) -> Cell:
+    for sentence in reader.sentences:
+        for value in _dates_in(sentence):
+            before = sentence.text[max(0, value.start - 60) : value.start]
+            after = sentence.text[value.end : value.end + 40]
+            if _EFFECTIVE_AFTER.search(after) or _EFFECTIVE_BEFORE.search(before):
+                return _cell(reader, "date", value, sentence)
+    for sentence, _match in reader.find(_EFFECTIVE_IS_AGREEMENT):
+        if agreement.value is not None:
+            cell = Cell(
+                "present",
+                quotes=[*agreement.quotes, reader.quote(sentence)],
+                note="The agreement takes effect on its date.",
+                searched=[sentence.section.id],
+                value=agreement.value,
+                derivation=f"the date of the agreement: {agreement.value.display}",
+            )
+            return cell
+        break
+    return Cell("not_found", note="The contract names no effective date.")
+
+
+# -- term, expiration, renewal, notice ----------------------------------------------------------------------------
+
+_TERM_SENTENCE = re.compile(
+    r"\b(?:initial\s+term|term\s+of\s+(?:this|the)\s+(?:agreement|contract|license)|(?:this|the)\s+(?:agreement|"
+    r"contract)\s+(?:shall|will)\s+(?:commence|continue|remain|be\s+in\s+(?:full\s+)?(?:force|effect)|expire|"
+    r"terminate\s+(?:on|upon)|run|have\s+a\s+term)|shall\s+remain\s+in\s+(?:full\s+)?force|(?:the|its)\s+\"?term\"?\s+"
+    r"(?:shall|will)\s+(?:commence|begin|be|continue|expire|end))",
+    re.IGNORECASE,
+)
+_UNTIL_DATE = re.compile(
+    r"\b(?:until|through|expir\w*\s+(?:on|at)?|ending\s+on|end\s+on|terminat\w*\s+on|thru|to\s+and\s+including)"
+    r"\s*(?:the\s+close\s+of\s+business\s+on\s+|midnight\s+on\s+|11:59\s*p\.?m\.?\s+on\s+)?\s*$",
+    re.IGNORECASE,
+)
+_PERPETUAL = re.compile(
+    r"\bperpetu\w*|\bin\s+perpetuity|\bindefinite(?:ly)?\b|\buntil\s+(?:it\s+is\s+|this\s+agreement\s+is\s+)?"
+    r"terminated\b|\bunless\s+and\s+until\s+terminated|\buntil\s+(?:either|one|a)\s+party\s+terminates",
+    re.IGNORECASE,
+)
+_RENEWAL = re.compile(
+    r"\b(?:automatically\s+(?:be\s+)?(?:renew|extend|continue)\w*|(?:renew|extend)\w*\s+(?:automatically|"
+    r"for\s+(?:successive|additional|further|one|two|three|an?\s+additional)|(?:from\s+)?year\s+to\s+year)|"
+    r"successive\s+(?:renewal\s+)?(?:periods|terms)|renewal\s+terms?\b|year[\s-]+to[\s-]+year|month[\s-]+to[\s-]+month)",
+    re.IGNORECASE,
+)
+_AUTOMATIC = re.compile(
+    r"\bautomatic\w*|\bunless\b[^.]{0,200}\bnotice|\bshall\s+(?:be\s+)?(?:renew|extend)\w*\s+for", re.IGNORECASE
+)
+_NOTICE_AFTER = re.compile(r"^[^.;]{0,40}?\b(?:prior|before|in\s+advance|preceding|ahead)\b", re.IGNORECASE)
+_NOTICE_WORD = re.compile(r"\bnotice|\bnotif", re.IGNORECASE)
+_RENEWAL_NOTICE = re.compile(
+    r"\bnon-?\s*renewal|\bnot\s+to\s+(?:renew|extend)|\bintention\s+not\s+to|\belect\w*\s+not\s+to\s+(?:renew|extend)"
+    r"|\bdoes\s+not\s+wish\s+to\s+(?:renew|extend)",
+    re.IGNORECASE,
+)
+
+
+def _term_sentences(reader: _Reader) -> list[Sentence]:
+    """Returns the sentences of the term clause: those that state the term, and the sentences of sections headed
+    "Term" (not "Termination")."""
+    chosen = []
+    for sentence in reader.sentences:
+        heading = sentence.section.heading.casefold()
+        in_term_section = re.search(r"\bterm\b(?!ination)", heading) is not None and "terminat" not in heading
+        if _TERM_SENTENCE.search(sentence.text) or (in_term_section and re.search(r"\bterm\b", sentence.text, re.I)):
+            chosen.append(sentence)
+    return chosen
+
+
+def _initial_term(reader: _Reader) -> Cell:
+    for sentence in _term_sentences(reader):
+        renewal = _RENEWAL.search(sentence.text)
+        for value in find_values("duration", sentence.text):
+            if renewal is not None and value.start > renewal.start():
+                break
+            if _NOTICE_AFTER.search(sentence.text[value.end :]) or value.normalized.get("perpetual"):
+                continue
+            return _cell(reader, "duration", value, sentence)
+    return Cell("not_found", note="No term stated as a duration.")
+
+
+def _expiration(reader: _Reader, get: Callable[[str], Cell]) -> Cell:
+    term_sentences = _term_sentences(reader)
+    for sentence in term_sentences:
+        renewal = _RENEWAL.search(sentence.text)
+        limit = renewal.start() if renewal is not None else len(sentence.text)
+        for value in _dates_in(sentence):
+            if value.start < limit and _UNTIL_DATE.search(sentence.text[max(0, value.start - 60) : value.start]):
+                return _cell(reader, "date", value, sentence)
+        perpetual = _PERPETUAL.search(sentence.text[:limit])
+        if perpetual and not find_values("duration", sentence.text[: perpetual.start()]):
+            value = Value("date", "perpetual", "perpetual", perpetual.group(0), perpetual.start(), perpetual.end())
+            quote = reader.quote(sentence, value)
+            return Cell(
+                "present",
+                quotes=[quote],
+                searched=[sentence.section.id],
+                value=value,
+                note="The agreement runs until it is terminated.",
+            )
+    term = get("initial_term")
+    if term.value is None:
+        return Cell("not_found", note="No expiration date, and no term to compute one from.")
+    start_cell = get("effective_date")
+    if start_cell.value is None:
+        start_cell = get("agreement_date")
+    start = start_cell.value
+    if start is None or len(str(start.normalized)) != 10:
+        return Cell(
+            "uncertain",
+            quotes=term.quotes,
+            note=f"The term is {term.value.display}, but the date it runs from is not known to the day.",
+        )
+    from docpipe.values.dates import add_duration
+
+    normalized = term.value.normalized
+    end = add_duration(str(start.normalized), int(normalized["count"]), str(normalized["unit"]))
+    derivation = f"{start.normalized} + {term.value.display} = {end}"
+    value = Value("date", end, end)
+    return Cell(
+        "present",
+        quotes=[*start_cell.quotes[:1], *term.quotes],
+        note="Computed from the start date and the term.",
+        searched=[*start_cell.searched, *term.searched],
+        value=value,
+        derivation=derivation,
+    )
+
+
+def _renewal_sentences(reader: _Reader) -> list[Sentence]:
+    return [s for s in reader.sentences if _RENEWAL.search(s.text)]
+
+
+def _renewal_term(reader: _Reader) -> Cell:
+    for sentence in _renewal_sentences(reader):
+        match = _RENEWAL.search(sentence.text)
+        assert match is not None
+        words = match.group(0).casefold()
+        if "year" in words and "to" in words:
+            value = Value(
+                "duration",
+                {"days": 365, "count": 1, "unit": "year"},
+                "1 year",
+                match.group(0),
+                match.start(),
+                match.end(),
+            )
+            return Cell("present", quotes=[reader.quote(sentence, value)], searched=[sentence.section.id], value=value)
+        if "month" in words and "to" in words:
+            value = Value(
+                "duration",
+                {"days": 30, "count": 1, "unit": "month"},
+                "1 month",
+                match.group(0),
+                match.start(),
+                match.end(),
+            )
+            return Cell("present", quotes=[reader.quote(sentence, value)], searched=[sentence.section.id], value=value)
+        for value in find_values("duration", sentence.text):
+            if value.end < match.start() - 120 or _NOTICE_AFTER.search(sentence.text[value.end :]):
+                continue
+            return _cell(reader, "duration", value, sentence)
+    return Cell("not_found", note="No renewal of the term.")
+
+
+def _auto_renewal(reader: _Reader) -> Cell:
+    for sentence in _renewal_sentences(reader):
+        if _AUTOMATIC.search(sentence.text):
+            value = Value("yes_no", True, "Yes")
+            return Cell(
+                "present", answer="Yes", quotes=[reader.quote(sentence)], searched=[sentence.section.id], value=value
+            )
+    return Cell("not_found", note="No automatic renewal found.")
+
+
+def _notice_period(reader: _Reader) -> Cell:
+    candidates: list[Sentence] = []
+    for i, sentence in enumerate(reader.sentences):
+        if _RENEWAL.search(sentence.text):
+            candidates.extend(reader.sentences[i : i + 3])
+        elif _RENEWAL_NOTICE.search(sentence.text):
+            candidates.append(sentence)
+    seen: set[int] = set()
+    for sentence in candidates:
+        if sentence.start in seen:
+            continue
+        seen.add(sentence.start)
+        if not (
+            _NOTICE_WORD.search(sentence.text)
+            and (
+                _RENEWAL.search(sentence.text)
+                or _RENEWAL_NOTICE.search(sentence.text)
+                or re.search(r"expir|end\s+of\s+the", sentence.text, re.I)
+            )
+        ):
+            continue
+        for value in find_values("duration", sentence.text):
+            if value.normalized.get("perpetual") or not _NOTICE_AFTER.search(sentence.text[value.end :]):
+                continue
+            return _cell(reader, "duration", value, sentence)
+    return Cell("not_found", note="No notice period to stop a renewal.")
+
+
+def _notice_deadline(reader: _Reader, get: Callable[[str], Cell]) -> Cell:
+    notice, expiration = get("notice_period"), get("expiration_date")
+    if notice.value is None:
+        return Cell("not_found", note="No notice period to stop a renewal.")
+    if expiration.value is None or len(str(expiration.value.normalized)) != 10:
+        return Cell(
+            "uncertain",
+            quotes=notice.quotes,
+            note=f"Notice of {notice.value.display} is due before the term ends, but the expiration date is not known "
+            "to the day.",
+        )
+    from docpipe.values.dates import subtract_days
+
+    days = int(notice.value.normalized["days"])
+    end = subtract_days(str(expiration.value.normalized), days)
+    return Cell(
+        "present",
+        quotes=[*expiration.quotes, *notice.quotes],
+        note="Computed: the expiration date minus the notice period.",
+        searched=[*expiration.searched, *notice.searched],
+        value=Value("date", end, end),
+        derivation=f"{expiration.value.normalized} - {days} days = {end}",
+    )
+
+
+# -- law, courts, cap, termination for convenience -----------------------------------------------------------------
+
+_LAW = re.compile(r"\bgovern\w*|\bconstrued|\binterpreted|\blaws?\s+of\b|\bapplicable\s+law", re.IGNORECASE)
+_COURTS = re.compile(r"\bcourts?\b[^.;]{0,200}?\b(?:located|sitting|situated|of|in|for)\b", re.IGNORECASE)
+_VENUE = re.compile(r"\bjurisdiction|\bvenue|\bforum", re.IGNORECASE)
+
+
+def _governing_law(reader: _Reader) -> Cell:
+    from docpipe.values.jurisdictions import governing_law
+
+    ranked = sorted(
+        (s for s in reader.sentences if _LAW.search(s.text)),
+        key=lambda s: (
+            "govern" not in s.section.heading.casefold() and "law" not in s.section.heading.casefold(),
+            not re.search(r"\bgovern", s.text, re.I),
+        ),
+    )
+    for sentence in ranked:
+        values = governing_law(sentence.text)
+        if values:
+            return _cell(reader, "jurisdiction", values[0], sentence)
+    return Cell("not_found", note="No governing-law clause.")
+
+
+def _venue(reader: _Reader) -> Cell:
+    for sentence in reader.sentences:
+        courts = _COURTS.search(sentence.text)
+        if not courts or not _VENUE.search(sentence.text):
+            continue
+        for value in find_values("jurisdiction", sentence.text[courts.start() :]):
+            shifted = Value(
+                value.kind,
+                value.normalized,
+                value.display,
+                value.as_written,
+                value.start + courts.start(),
+                value.end + courts.start(),
+            )
+            return _cell(reader, "jurisdiction", shifted, sentence)
+    return Cell("not_found", note="No clause choosing courts.")
+
+
+_CAP = re.compile(
+    r"\bliabilit\w*\b[^.]{0,300}?\b(?:exceed|limited\s+to|in\s+excess\s+of|greater\s+of|lesser\s+of|capped|"
+    r"not\s+to\s+exceed|maximum)\b",
+    re.IGNORECASE,
+)
+_FORMULA = re.compile(
+    r"\b(?:exceed|limited\s+to|in\s+excess\s+of|not\s+to\s+exceed)\b\s*(?P<formula>(?:the\s+)?(?:total|aggregate|"
+    r"amount|fees|sums|greater|lesser|[^.;]{0,20}(?:paid|payable))[^.;]{0,220})",
+    re.IGNORECASE,
+)
+
+
+def _liability_cap(reader: _Reader) -> Cell:
+    for sentence in reader.sentences:
+        cap = _CAP.search(sentence.text)
+        if not cap:
+            continue
+        money = [v for v in find_values("money", sentence.text) if v.start >= cap.start()]
+        if money:
+            return _cell(reader, "money", money[0], sentence)
+        formula = _FORMULA.search(sentence.text, cap.start())
+        if formula:
+            words = formula.group("formula").strip()
+            value = Value(
+                "money",
+                {"amount": None, "currency": "", "formula": _flat(words)},
+                _flat(words),
+                words,
+                formula.start("formula"),
+                formula.start("formula") + len(words),
+            )
+            return Cell(
+                "present",
+                quotes=[reader.quote(sentence, value)],
+                searched=[sentence.section.id],
+                value=value,
+                note="The cap is a formula, as written.",
+            )
+    return Cell("not_found", note="No cap on liability found.")
+
+
+_CONVENIENCE = re.compile(
+    r"\bterminat\w*\b[^.]{0,200}?\b(?:for\s+convenience|without\s+cause|for\s+any\s+reason|for\s+no\s+reason|"
+    r"at\s+(?:its|any)\s+(?:sole\s+)?(?:discretion|time)\s+(?:and\s+)?(?:for\s+any|without|upon|on|by)|"
+    r"with\s+or\s+without\s+cause)",
+    re.IGNORECASE,
+)
+_WHO = re.compile(
+    r"(?P<who>(?:either|each|any)\s+party|[A-Z][\w&.\- ]{1,40}?)\s+(?:may|shall\s+have\s+the\s+right\s+to|"
+    r"has\s+the\s+right\s+to|is\s+entitled\s+to)\s+(?:at\s+any\s+time\s+)?terminat",
+    re.IGNORECASE,
+)
+
+
+def _termination_for_convenience(reader: _Reader) -> Cell:
+    for sentence in reader.sentences:
+        match = _CONVENIENCE.search(sentence.text)
+        if not match or re.search(r"\bbreach|\binsolven|\bbankrupt", sentence.text[: match.end()], re.I):
+            continue
+        who = _WHO.search(sentence.text)
+        notice = [
+            v
+            for v in find_values("duration", sentence.text)
+            if _NOTICE_WORD.search(sentence.text[v.end : v.end + 60])
+            or _NOTICE_WORD.search(sentence.text[max(0, v.start - 30) : v.start])
+        ]
+        parts = ["Yes"]
+        if who:
+            parts.append(_flat(who.group("who")))
+        if notice:
+            parts.append(f"{notice[0].display} notice")
+        display = ", ".join(parts)
+        value = Value("yes_no", True, display, match.group(0), match.start(), match.end())
+        return Cell(
+            "present",
+            answer=display,
+            quotes=[reader.quote(sentence, value)],
+            searched=[sentence.section.id],
+            value=value,
+        )
+    return Cell("not_found", note="No right to terminate for convenience found.")
+
+
+# -- title and parties --------------------------------------------------------------------------------------------
+
+_TITLE_WORDS = re.compile(
+    r"\b(?:AGREEMENT|CONTRACT|LICENSE|LICENCE|LEASE|AMENDMENT|MEMORANDUM|DEED|TERMS|ARRANGEMENT|PLAN)\b", re.IGNORECASE
+)
+_NOT_TITLE = re.compile(r"\b(?:EXHIBIT|CONFIDENTIAL|OMITTED|SECURITIES|PURSUANT|Source|Page)\b", re.IGNORECASE)
+
+
+def _title(reader: _Reader) -> Cell:
+    opening = reader.text[:OPENING_CHARS]
+    for match in re.finditer(r"[^\n]+", opening):
+        line = match.group(0).strip()
+        letters = [c for c in line if c.isalpha()]
+        if len(line) < 4 or len(line) > 120 or not letters or _NOT_TITLE.search(line) or not _TITLE_WORDS.search(line):
+            continue
+        if sum(c.isupper() for c in letters) / len(letters) < 0.8:
+            continue
+        for sentence in reader.sentences:
+            if sentence.start <= match.start() < sentence.end:
+                title = _flat(line)
+                value = Value("text", title, title, line, match.start() - sentence.start, match.end() - sentence.start)
+                return Cell(
+                    "present",
+                    answer=title,
+                    quotes=[reader.quote(sentence, value)],
+                    searched=[sentence.section.id],
+                    value=None,
+                )
+    return Cell("not_found", note="No title line in the opening.")
+
+
+def _parties(reader: _Reader) -> Cell:
+    from docpipe.values.parties import read_parties
+
+    opening = reader.text[:OPENING_CHARS]
+    value = read_parties(opening)
+    if value is None:
+        return Cell("not_found", note="No parties named in the opening.")
+    names = [p["name"] for p in value.normalized]
+    quotes = []
+    for sentence in reader.opening:
+        if any(_flat(n).casefold() in _flat(sentence.text).casefold() for n in names):
+            quotes.append(reader.quote(sentence, None))
+        if len(quotes) >= 2:
+            break
+    if not quotes:
+        return Cell("uncertain", note="Parties read from the opening, but no sentence of it names them.")
+    joined = " ".join(q.quote for q in quotes)
+    problem = supported("parties", value, joined)
+    if problem:
+        return Cell("uncertain", quotes=quotes, note=problem)
+    return Cell("present", quotes=quotes, searched=[q.section_id for q in quotes], value=value)
+
+
+def read_key_terms(doc: Document, columns: list[Column]) -> list[Cell]:
+    """Returns one cell per column of the built-in key terms (`Column.term`) for `doc` (see the module
+    docstring); a column that is not a key term gets ``not_found``."""
+    reader = _Reader(doc)
+    done: dict[str, Cell] = {}
+
+    def get(term: str) -> Cell:
+        if term not in done:
+            done[term] = _READERS[term](reader, get) if term in _READERS else Cell("not_found")
+        return done[term]
+
+    return [get(c.term) if c.term else Cell("not_found") for c in columns]
+
+
+_READERS: dict[str, Callable[[_Reader, Callable[[str], Cell]], Cell]] = {
+    "agreement_date": lambda r, get: _agreement_date(r),
+    "effective_date": lambda r, get: _effective_date(r, get("agreement_date")),
+    "initial_term": lambda r, get: _initial_term(r),
+    "expiration_date": _expiration,
+    "auto_renewal": lambda r, get: _auto_renewal(r),
+    "renewal_term": lambda r, get: _renewal_term(r),
+    "notice_period": lambda r, get: _notice_period(r),
+    "notice_deadline": _notice_deadline,
+    "governing_law": lambda r, get: _governing_law(r),
+    "venue": lambda r, get: _venue(r),
+    "liability_cap": lambda r, get: _liability_cap(r),
+    "termination_for_convenience": lambda r, get: _termination_for_convenience(r),
+    "document_title": lambda r, get: _title(r),
+    "parties": lambda r, get: _parties(r),
+}
