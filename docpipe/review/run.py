@@ -107,30 +107,51 @@ class ReviewProgress:
 
 
 def columns_for(
-    questions: Sequence[str] | None = None, *, checklist: bool = False, categories: Sequence[str] | None = None
+    questions: Sequence[str] | None = None,
+    *,
+    checklist: bool = False,
+    categories: Sequence[str] | None = None,
+    columns: Sequence[Column] | None = None,
+    key_terms: bool | Sequence[str] = False,
 ) -> list[Column]:
-    """Returns the grid's columns: the checklist categories named (all 41 with `checklist` and no names), then
-    the free `questions`, in the order given; a `ConfigError` for none, a duplicate or too many."""
-    columns: list[Column] = []
+    """Returns the grid's columns: the built-in key terms (`key_terms` True for all, or their ids), the checklist
+    categories named (all 41 with `checklist` and no names), the given `columns` (typed, e.g. from a columns
+    file), then the free `questions` in the order given, each typed by a ``::kind`` suffix
+    (``"Governing law?::jurisdiction"``); a `ConfigError` for none, a duplicate or too many."""
+    from docpipe.terms.catalog import key_term_columns
+    from docpipe.terms.columns import parse_question
+
+    chosen: list[Column] = []
+    if key_terms:
+        try:
+            chosen.extend(key_term_columns(None if key_terms is True else list(key_terms)))  # type: ignore[arg-type]
+        except KeyError as exc:
+            raise ConfigError(str(exc.args[0])) from None
     if categories or checklist:
         for c in select_categories(list(categories) if categories else None):
-            columns.append(Column(c.name, c.question, c.query, group=c.group, note=c.note, category=True))
+            chosen.append(Column(c.name, c.question, c.query, group=c.group, note=c.note, category=True))
+    chosen.extend(columns or ())
     for question in questions or ():
         text = check_question(question, which="a question")
         if len(text) > MAX_QUESTION_CHARS:
             raise ConfigError(
                 f"a question of {len(text)} characters: keep each column's question under {MAX_QUESTION_CHARS}"
             )
-        columns.append(Column(" ".join(text.split()), text, text))
-    if not columns:
-        raise ConfigError('a review needs columns: give questions (-q "..."), --checklist, or --categories NAME')
-    keys = [c.key.casefold() for c in columns]
-    repeated = sorted({c.key for c in columns if keys.count(c.key.casefold()) > 1})
+        asked, kind, options = parse_question(text)
+        asked = check_question(asked, which="a question")
+        chosen.append(Column(" ".join(asked.split()), asked, asked, kind=kind, options=options))
+    if not chosen:
+        raise ConfigError(
+            'a review needs columns: give questions (-q "..."), --checklist, --categories NAME, --columns FILE '
+            "or the key terms"
+        )
+    keys = [c.key.casefold() for c in chosen]
+    repeated = sorted({c.key for c in chosen if keys.count(c.key.casefold()) > 1})
     if repeated:
         raise ConfigError(f"the same column is asked twice: {', '.join(repeated)}; give each question once")
-    if len(columns) > MAX_COLUMNS:
-        raise ConfigError(f"{len(columns)} columns: a grid takes at most {MAX_COLUMNS}; split the questions")
-    return columns
+    if len(chosen) > MAX_COLUMNS:
+        raise ConfigError(f"{len(chosen)} columns: a grid takes at most {MAX_COLUMNS}; split the questions")
+    return chosen
 
 
 @dataclass(frozen=True, slots=True)
@@ -519,43 +540,70 @@ def _offline_row(
     cache: CacheOpener | None,
     record: Callable[[int, int, Cell, str], None],
 ) -> None:
-    """Fills row `r` without a language model: each cell the checklist's offline finding, cached."""
+    """Fills row `r` without a language model, each cell cached: a key term read by its reader
+    (`docpipe.terms.key_terms`, all of a row's key terms at once), another typed column's value read from its
+    sections (`docpipe.terms.typed`), a text or yes/no column the checklist's offline finding with its decisive
+    sentence as the cell's answer."""
     from docpipe.answer.cache import cache_key
+    from docpipe.terms.key_terms import READER_VERSION, read_key_terms
+    from docpipe.terms.typed import line, read_typed_cell
 
     doc = index.doc
+    keys = []
+    for column, hits in zip(columns, contexts):
+        typed = {"kind": column.kind, "options": list(column.options), "term": column.term}
+        keys.append(
+            cache_key(
+                document_id=doc.id,
+                question=column.query,
+                mode="review-offline",
+                model=embedder.name,
+                prompt_version=f"{REVIEW_PROMPT_VERSION}+terms{READER_VERSION}"
+                if column.kind != "text"
+                else REVIEW_PROMPT_VERSION,
+                sampling={},
+                extra={
+                    "fingerprint": fingerprint,
+                    "sections": [h.section_id for h in hits] if not column.term else [],
+                    "analysis": settings.analysis.model_dump(mode="json"),
+                    **({"typed": typed} if column.kind != "text" or column.term else {}),
+                    **({"matter": doc.matter} if doc.matter is not None else {}),
+                },
+            )
+        )
+    cells: list[Cell | None] = [_cached_cell(cache, key) for key in keys]
+    missing_terms = [c for c, column in enumerate(columns) if column.term and cells[c] is None]
+    if missing_terms:
+        read = read_key_terms(doc, [columns[c] for c in missing_terms])
+        for c, cell in zip(missing_terms, read):
+            cells[c] = cell
+            _put(cache, keys[c], cell, doc)
     for c, (column, hits, vector) in enumerate(zip(columns, contexts, vectors)):
-        key = cache_key(
-            document_id=doc.id,
-            question=column.query,
-            mode="review-offline",
-            model=embedder.name,
-            prompt_version=REVIEW_PROMPT_VERSION,
-            sampling={},
-            extra={
-                "fingerprint": fingerprint,
-                "sections": [h.section_id for h in hits],
-                "analysis": settings.analysis.model_dump(mode="json"),
-                **({"matter": doc.matter} if doc.matter is not None else {}),
-            },
-        )
-        cached = _cached_cell(cache, key)
-        if cached is not None:
-            record(r, c, cached, doc.name)
-            continue
-        category = Category(column.key, column.group or "-", "clause", column.question, "", column.note)
-        category = _with_query(category, column.query)
-        finding = candidate_finding(index, category, hits, vector, embedder=embedder, settings=settings)
-        quotes = [replace(q, document_id=doc.id, document_name=doc.name) for q in finding.quotes]
-        cell = Cell(
-            finding.status,
-            quotes=quotes,
-            note=finding.note,
-            searched=[h.section_id for h in hits],
-            score=finding.score,
-        )
-        if cache is not None:
-            cache_put(cache, key, cell.to_dict(), doc)
+        cell = cells[c]
+        if cell is None:
+            if column.kind != "text" and column.kind != "yes_no":
+                cell = read_typed_cell(column, hits, doc)
+            else:
+                category = Category(column.key, column.group or "-", "clause", column.question, "", column.note)
+                category = _with_query(category, column.query)
+                finding = candidate_finding(index, category, hits, vector, embedder=embedder, settings=settings)
+                quotes = [replace(q, document_id=doc.id, document_name=doc.name) for q in finding.quotes]
+                decisive = next((q.highlight or q.quote for q in quotes if q.verified), "")
+                cell = Cell(
+                    finding.status,
+                    answer=line(decisive) if decisive else "",
+                    quotes=quotes,
+                    note=finding.note,
+                    searched=[h.section_id for h in hits],
+                    score=finding.score,
+                )
+            _put(cache, keys[c], cell, doc)
         record(r, c, cell, doc.name)
+
+
+def _put(cache: CacheOpener | None, key: str, cell: Cell, doc: Document) -> None:
+    if cache is not None and not cell.cached and cell.status != "failed":
+        cache_put(cache, key, cell.to_dict(), doc)
 
 
 def _cached_cell(cache: CacheOpener | None, key: str) -> Cell | None:
