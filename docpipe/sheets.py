@@ -14,6 +14,9 @@ form of them (``＝＋－＠``, which an input method may turn into the ASCII si
 - XLSX (`append_row`): every cell, header rows included, on every sheet, is a string cell (never a formula,
   a number or an error value such as ``#REF!``); formula-led text keeps its own characters and gets Excel's
   quote-prefix flag, the mark Excel itself stores for typed ``'=...``, so editing the cell keeps it text.
+  `append_typed_row` writes the same way, but for the values a typed grid cell holds: a bool, an int, a finite
+  float or a `datetime.date` becomes an Excel boolean, number or date. Those come from a normalized value, are
+  never text, and cannot hold a formula; every string of the row still goes through the guard.
 - Sheet titles (`sheet_title`): no ``[]:*?/\\``, not led or ended by an apostrophe, never formula-led, at
   most 31 characters.
 
@@ -28,11 +31,22 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import date, datetime
 from typing import Any
 
-__all__ = ["MAX_TITLE_CHARS", "append_row", "cell_text", "csv_text", "formula_led", "sheet_title", "xml_text"]
+__all__ = [
+    "MAX_TITLE_CHARS",
+    "append_row",
+    "append_typed_row",
+    "cell_text",
+    "csv_text",
+    "formula_led",
+    "sheet_title",
+    "xml_text",
+]
 
 # Characters that lead a formula, or that a spreadsheet strips before looking for one.
 _LEADS = frozenset("=+-@\t\r\n")
@@ -91,14 +105,34 @@ def csv_text(
 def append_row(sheet: Any, values: Iterable[Any]) -> int:
     """Appends `values` to the openpyxl worksheet `sheet` as string cells (never a formula, number or error
     value), formula-led ones flagged quote-prefixed; returns the row's number."""
-    texts = [xml_text(value) for value in values]
-    sheet.append(texts)
+    return _append(sheet, [xml_text(value) for value in values])
+
+
+def append_typed_row(sheet: Any, values: Iterable[Any]) -> int:
+    """Appends `values` to `sheet` as `append_row` does, except that a bool, an int, a finite float and a
+    `datetime.date` (not a datetime) stay Excel booleans, numbers and dates; returns the row's number. The caller
+    sets a typed cell's number format."""
+    return _append(sheet, [value if _excel_typed(value) else xml_text(value) for value in values])
+
+
+def _excel_typed(value: Any) -> bool:
+    # What an Excel number cannot hold exactly (NaN, infinities, integers past 2**53) is written as text.
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, int):  # bool included
+        return abs(value) < 2**53
+    return isinstance(value, date) and not isinstance(value, datetime)
+
+
+def _append(sheet: Any, values: list[Any]) -> int:
+    sheet.append(values)
     number: int = sheet.max_row
-    for cell, text in zip(sheet[number], texts):
-        # openpyxl types "=..." as a formula and "#REF!" as an error on assignment: the text is data.
-        cell.data_type = "s"
-        if formula_led(text):
-            cell.quotePrefix = True
+    for cell, value in zip(sheet[number], values):
+        if isinstance(value, str):
+            # openpyxl types "=..." as a formula and "#REF!" as an error on assignment: the text is data.
+            cell.data_type = "s"
+            if formula_led(value):
+                cell.quotePrefix = True
     return number
 
 

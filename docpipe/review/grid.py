@@ -19,7 +19,34 @@ from typing import Any
 from docpipe.review.cells import CELL_LABELS, CELL_STATUSES, Cell, Column, ReviewManifest, Row, verified_label
 from docpipe.sheets import csv_text
 
-__all__ = ["CELL_LABELS", "CELL_STATUSES", "Cell", "Column", "ReviewGrid", "ReviewManifest", "Row", "verified_label"]
+__all__ = [
+    "CELL_LABELS",
+    "CELL_STATUSES",
+    "CITATION_FIELDS",
+    "Cell",
+    "Column",
+    "ReviewGrid",
+    "ReviewManifest",
+    "Row",
+    "verified_label",
+]
+
+#: The columns of `ReviewGrid.citations_csv`, in order (the "Citations" sheet's, with the document's id).
+CITATION_FIELDS: tuple[str, ...] = (
+    "document",
+    "document_id",
+    "question",
+    "status",
+    "answer",
+    "value",
+    "as_written",
+    "derivation",
+    "quote",
+    "pages",
+    "section",
+    "verified",
+    "note",
+)
 
 
 @dataclass(slots=True)
@@ -111,7 +138,8 @@ class ReviewGrid:
 
     def to_csv(self) -> str:
         """Returns the grid as CSV: one row per document (its name and id), one column per question, each cell
-        as a table shows it (status, short answer, pages). `citations_csv` has the quotes. Every field, the
+        as a table shows it (`Cell.text`: a typed value's display, else the status and short answer; then the
+        pages). `citations_csv` has the quotes, values as written and derivations. Every field, the
         header's questions included, goes through `docpipe.sheets.cell_text` (no formula-led cell)."""
         header = ["document", "document_id", *(c.key for c in self.columns)]
         rows = (
@@ -120,8 +148,9 @@ class ReviewGrid:
         return csv_text(header, rows)
 
     def citation_rows(self) -> list[dict[str, str]]:
-        """Returns one row per quote of every cell (document, question, status, quote, pages, section, verified),
-        and one row for each cell without a quote (its note), so every cell is accounted for."""
+        """Returns one row per quote of every cell (document, question, status, answer, the typed value as shown,
+        its words as written and the derivation of a computed one, quote, pages, section, verified, note), and
+        one row for each cell without a quote (its note), so every cell is accounted for."""
         rows: list[dict[str, str]] = []
         for row, cells in zip(self.rows, self.cells):
             for column, cell in zip(self.columns, cells):
@@ -131,6 +160,9 @@ class ReviewGrid:
                     "question": column.key,
                     "status": cell.status,
                     "answer": cell.answer,
+                    "value": cell.value.display if cell.value is not None else "",
+                    "as_written": cell.value.as_written if cell.value is not None else "",
+                    "derivation": cell.derivation,
                 }
                 if not cell.quotes:
                     rows.append({**base, "quote": "", "pages": "", "section": "", "verified": "", "note": cell.note})
@@ -149,8 +181,7 @@ class ReviewGrid:
 
     def citations_csv(self) -> str:
         """Returns `citation_rows` as CSV, every field through `docpipe.sheets.cell_text`."""
-        fields = ["document", "document_id", "question", "status", "answer", "quote", "pages", "section"]
-        return csv_text([*fields, "verified", "note"], self.citation_rows())
+        return csv_text(CITATION_FIELDS, self.citation_rows())
 
     def to_markdown(self) -> str:
         """Returns the grid as a Markdown table, then the failures, for a reviewer."""

@@ -61,7 +61,8 @@ REPLY = 'ANSWER: =SUM(A1)\nFINDING: uncertain\nQUOTES: "@SUM(A1) the Seller shal
 def live(text: str) -> bool:
     """Whether a spreadsheet could take `text` for a formula: OWASP's leading characters, or the signs (ASCII
     and full-width) after leading whitespace."""
-    return text[:1] in "=+-@\t\r\n" or text.lstrip()[:1] in "=+-@\uff1d\uff0b\uff0d\uff20"
+    # Sets, not strings: "" is in every string, and an empty field is no formula.
+    return text[:1] in set("=+-@\t\r\n") or text.lstrip()[:1] in set("=+-@\uff1d\uff0b\uff0d\uff20")
 
 
 def csv_fields(text: str) -> list[list[str]]:
@@ -162,7 +163,7 @@ def test_every_cell_of_a_grid_with_formula_led_headers_names_and_answers_is_text
 
     sheets = assert_xlsx_inert(grid.to_xlsx(tmp_path / "grid.xlsx"))
     assert list(sheets) == ["Review", "Citations", "Manifest"]
-    keys = sheets["Review"][0][2:]
+    keys = sheets["Review"][0][1:-1]  # the name first, the SHA-256 last
     assert keys == [text.replace("\x00", "") for text in DANGEROUS]  # as given, but what XML cannot hold
     assert [row[0] for row in sheets["Review"][1:]] == keys
     assert {row[1] for row in sheets["Citations"][1:]} == set(keys)
@@ -185,9 +186,9 @@ def test_a_grid_through_the_public_api_exports_its_formula_questions_and_names_a
     assert header[2:] == [prefixed(q) for q in QUESTIONS]
     assert sorted(row[0] for row in body) == sorted(map(prefixed, NAMES))
     citations = assert_csv_inert(grid.citations_csv())
-    assert {row[5] for row in citations[1:]} == {prefixed("@SUM(A1) the Seller shall supply")}
+    assert {row[8] for row in citations[1:]} == {prefixed("@SUM(A1) the Seller shall supply")}  # the quote
     sheets = assert_xlsx_inert(grid.to_xlsx())
-    assert sheets["Review"][0] == ["Document", "Document ID", *QUESTIONS]
+    assert sheets["Review"][0] == ["Document", *QUESTIONS, "Document ID (SHA-256)"]
     assert sorted(row[0] for row in sheets["Review"][1:]) == sorted(NAMES)
 
 
@@ -251,7 +252,7 @@ def test_the_cli_writes_formula_questions_and_names_as_text(tmp_path: Path) -> N
     wrote = docpipe("-o", str(out))
     assert wrote.returncode == 0, wrote.stderr
     sheets = assert_xlsx_inert(out.read_bytes())
-    assert sheets["Review"][0] == ["Document", "Document ID", QUESTIONS[0], "@SUM(A1)?"]
+    assert sheets["Review"][0] == ["Document", QUESTIONS[0], "@SUM(A1)?", "Document ID (SHA-256)"]
     printed = docpipe("--format", "csv")
     assert printed.returncode == 0, printed.stderr
     header, row = assert_csv_inert(printed.stdout)
@@ -294,6 +295,6 @@ def test_the_server_downloads_formula_questions_and_names_as_text(tmp_path: Path
         got_xlsx = call("GET", f"{url}/grid", params={"format": "xlsx"})
         assert got_xlsx.status_code == 200
         sheets = assert_xlsx_inert(got_xlsx.content)
-        assert sheets["Review"][0] == ["Document", "Document ID", *QUESTIONS]
+        assert sheets["Review"][0] == ["Document", *QUESTIONS, "Document ID (SHA-256)"]
         assert sorted(row[0] for row in sheets["Review"][1:]) == sorted(NAMES[:2])
         assert {row[1] for row in sheets["Citations"][1:]} == set(QUESTIONS)
