@@ -20,6 +20,7 @@ __all__ = [
     "cmd_eval_analysis",
     "cmd_eval_answers",
     "cmd_eval_collection",
+    "cmd_eval_terms",
     "cmd_search",
 ]
 
@@ -262,6 +263,28 @@ def cmd_eval_collection(dp, args) -> int:
         emit({**report, "naive": report.get("naive")})  # null with --no-baseline: the same keys either way
     else:
         print(format_collection_report(report))
+    return 0
+
+
+def cmd_eval_terms(dp, args) -> int:
+    from docpipe.errors import ConfigError
+    from docpipe.eval.terms import evaluate_terms, format_terms_report
+
+    if args.misses < 0:
+        raise ConfigError("--misses must be 0 or more")
+    report = evaluate_terms(
+        dp,
+        args.folder,
+        collection=args.collection,
+        limit=args.limit,
+        misses=args.misses,
+        workers=args.workers,
+        progress=sys.stderr.isatty() and not args.json,
+    )
+    if args.json:
+        emit(report)
+    else:
+        print(format_terms_report(report))
     return 0
 
 

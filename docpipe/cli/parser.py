@@ -417,6 +417,19 @@ def _eval_commands(sub: _Commands, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser(
+        "eval-terms",
+        parents=[common],
+        help="score the key terms (dates, renewal, notice, governing law, parties) against CUAD's expert answers, "
+        "beside a naive regex anchor",
+    )
+    p.add_argument("folder", type=Path, metavar="DIR", help="folder with terms.jsonl, manifest.csv and pdf/")
+    p.add_argument("--collection", default="eval-terms", metavar="NAME", help="collection to build and read")
+    p.add_argument("--limit", type=int, metavar="N", help="evaluate only the first N contracts of the manifest")
+    p.add_argument("--misses", type=int, default=0, metavar="N", help="list up to N misses per field")
+    p.add_argument("--workers", type=int, metavar="N", help="extractions at once while the collection is built")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser(
         "eval-answers",
         parents=[common],
         help="score answers to plain-language questions against CUAD-format labels, beside a naive anchor",

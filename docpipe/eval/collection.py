@@ -16,20 +16,18 @@ Its chunk vectors are cached under the docpipe home (``eval-cache/``), keyed by 
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import logging
-import statistics
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import InputError
 from docpipe.eval.retrieval import MIN_SPAN_CHARS, normalise_span
+from docpipe.eval.room import add_room, manifest_files, percentiles
 
 if TYPE_CHECKING:
-    from docpipe.collection.handle import AddProgress
     from docpipe.pipeline import DocPipe
 
 __all__ = ["NAIVE_CHUNK_CHARS", "evaluate_collection", "format_collection_report"]
@@ -64,14 +62,6 @@ def _records(folder: Path) -> list[dict[str, Any]]:
     return records
 
 
-def _files(folder: Path, records: list[dict[str, Any]]) -> list[str]:
-    manifest = folder / "manifest.csv"
-    if manifest.is_file():
-        with manifest.open(encoding="utf-8", newline="") as handle:
-            return [row["file"] for row in csv.DictReader(handle)]
-    return sorted({r["file"] for r in records})
-
-
 def evaluate_collection(
     dp: DocPipe,
     folder: Path,
@@ -91,27 +81,14 @@ def evaluate_collection(
     folder = Path(folder)
     budgets = sorted(budgets or BUDGETS)
     records = _records(folder)
-    files = _files(folder, records)
+    files = manifest_files(folder)
+    if files is None:
+        files = sorted({r["file"] for r in records})
     if limit:
         records = records[:limit]
     started = time.perf_counter()
-    coll = dp.collection(collection)
-    bar: Any = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(files), unit="contract", desc="collection", leave=False)
-
-    def tell(event: AddProgress) -> None:
-        if bar is not None and event.kind == "file":
-            bar.update(1)
-
-    report_add = coll.add([folder / f for f in files], workers=workers, progress=tell)
-    if bar is not None:
-        bar.close()
-    add_s = time.perf_counter() - started
-    by_file = {m.name: m for m in coll.documents}
-    doc_of = {f: by_file[Path(f).name].id for f in files if Path(f).name in by_file}
+    added = add_room(dp, folder, files, collection=collection, workers=workers, progress=progress)
+    coll, report_add, doc_of = added.collection, added.report, added.doc_of
     missing = sorted({r["file"] for r in records if r["file"] not in doc_of})
     if missing:
         raise InputError(
@@ -158,16 +135,13 @@ def evaluate_collection(
         "budgets": budgets,
         **_summary(rows, budgets),
         "routed": round(sum(r["routed"] for r in rows) / len(rows), 4) if rows else 0.0,
-        "context_latency_s": _percentiles(latencies),
+        "context_latency_s": percentiles(latencies),
         "per_category": {
             c: _summary([r for r in rows if r["category"] == c], budgets) for c in sorted({r["category"] for r in rows})
         },
-        "ingest": {**report_add.to_dict(), "seconds": round(add_s, 1)},
+        "ingest": added.ingest_summary(),
         "settings": {"embedder": dp.settings.embedding.model, "fingerprint": dp.fingerprint},
     }
-    report["ingest"].pop("added")
-    report["ingest"].pop("present")
-    report["ingest"]["documents"] = len(coll.documents)
     if naive:
         report["naive"] = _naive(dp, records, doc_of, texts, counter, budgets, progress=progress)
     report["seconds"] = round(time.perf_counter() - started, 1)
@@ -183,17 +157,6 @@ def _summary(rows: list[dict[str, Any]], budgets: list[int]) -> dict[str, Any]:
         "recall_at_budget": {str(b): round(sum(r["found"][b] for r in rows) / n, 4) for b in budgets},
         "mismatch_at_budget": {str(b): round(sum(r["mismatch"][b] for r in rows) / n, 4) for b in budgets},
         "doc_at_1": round(sum(r["doc_at_1"] for r in rows) / n, 4),
-    }
-
-
-def _percentiles(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {}
-    ordered = sorted(values)
-    return {
-        "p50": round(statistics.median(ordered), 4),
-        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 4),
-        "mean": round(statistics.fmean(ordered), 4),
     }
 
 
