@@ -96,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     _ingest_command(sub, common)
     _asking_commands(sub, common)
     _review_command(sub, common)
+    _terms_command(sub, common)
     _config_command(sub, common)
     _serving_commands(sub, common)
     _keys_command(sub, common)
@@ -198,6 +199,10 @@ def _review_command(sub: _Commands, common: argparse.ArgumentParser) -> None:
     p.add_argument("--collection", metavar="NAME", help="review this collection's documents")
     p.add_argument("-q", "--question", action="append", default=[], help="a column's question (repeat)")
     p.add_argument("--questions-file", type=Path, help="a file with one question per line")
+    p.add_argument(
+        "--columns", type=Path, metavar="FILE", help="typed columns from a TOML file (key, question, kind, options)"
+    )
+    p.add_argument("--key-terms", action="store_true", help="a column for each built-in key term (see docpipe terms)")
     p.add_argument("--checklist", action="store_true", help="a column for each of the 41 checklist categories")
     p.add_argument(
         "--categories", help="comma-separated checklist categories as columns (see analyze --list-categories)"
@@ -216,6 +221,30 @@ def _review_command(sub: _Commands, common: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=Path, help="write the grid here; the format follows the suffix")
     p.add_argument("--format", choices=["xlsx", "csv", "json", "md"], help="output format (default: by -o, else md)")
     p.add_argument("--manifest", type=Path, help="also write the grid's audit manifest (JSON) to this file")
+    p.add_argument("--ics", type=Path, metavar="FILE", help="also write expirations and notice deadlines as iCalendar")
+    p.add_argument("--json", action="store_true", help="print the grid as JSON (the same as --format json)")
+
+
+def _terms_command(sub: _Commands, common: argparse.ArgumentParser) -> None:
+    """Adds the ``terms`` command: the key-terms table of contracts."""
+    p = sub.add_parser(
+        "terms",
+        parents=[common],
+        help="key terms of contracts (parties, dates, term, renewal and notice, law, cap ...): typed values with "
+        "their quotes, as XLSX/CSV/JSON/Markdown, deadlines as iCalendar",
+    )
+    p.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="PDFs or folders (or give --collection)")
+    p.add_argument("--collection", metavar="NAME", help="the key terms of this collection's documents")
+    p.add_argument("--terms", metavar="IDS", help="comma-separated key terms to read (default: all; see --list)")
+    p.add_argument("--list", action="store_true", help="list the key terms and exit")
+    p.add_argument("--mode", choices=["think", "no_think", "auto"], default="think", help="Qwen3 thinking mode")
+    _engine(p)
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cell cache")
+    _password(p, "password for encrypted PDFs")
+    p.add_argument("-o", "--output", type=Path, help="write the table here; the format follows the suffix")
+    p.add_argument("--format", choices=["xlsx", "csv", "json", "md"], help="output format (default: by -o, else md)")
+    p.add_argument("--ics", type=Path, metavar="FILE", help="also write expirations and notice deadlines as iCalendar")
+    p.add_argument("--json", action="store_true", help="print the table as JSON (the same as --format json)")
 
 
 def _config_command(sub: _Commands, common: argparse.ArgumentParser) -> None:

@@ -42,6 +42,11 @@ __all__ = ["READER_VERSION", "Sentence", "document_sentences", "read_key_terms",
 #: Part of every offline key-term cell's cache key: raise it when a reader changes what it finds.
 READER_VERSION = "1"
 OPENING_CHARS = 3000
+MAX_OPENING_CHARS = 20000  # a preamble is looked for this far: past a cover page and a table of contents
+_PREAMBLE = re.compile(
+    r"\b(?:THIS|This)\b[^.]{0,200}?\b(?:is|are)\s+(?:hereby\s+)?(?:made|entered|dated|executed)|\bby\s+and\s+"
+    r"(?:between|among)\b[^.]{0,400}?\(",
+)
 _QUOTE_CHARS = 600  # a quoted sentence longer than this is cut around the value it proves
 
 
@@ -56,10 +61,21 @@ class Sentence:
 
 
 def document_sentences(doc: Document) -> list[Sentence]:
-    """Returns every sentence of `doc`'s sections, in document order, with offsets into `doc.text`."""
+    """Returns every sentence of `doc`'s sections, in document order, with offsets into `doc.text`: the
+    quotable sentences `sentence_spans` finds, and the text between them (a title line, "Dated as of: ...")
+    as sentences of their own, so nothing of the text is out of reach."""
     sentences = []
     for section in doc.sections:
+        covered = 0
+        spans = []
         for start, end in sentence_spans(section.text):
+            if start > covered:
+                spans.append((covered, start))
+            spans.append((start, end))
+            covered = max(covered, end)
+        if covered < len(section.text):
+            spans.append((covered, len(section.text)))
+        for start, end in spans:
             text = section.text[start:end]
             if text.strip():
                 sentences.append(Sentence(section.start + start, section.start + end, text, section))
@@ -77,7 +93,18 @@ class _Reader:
         self.doc = doc
         self.text = doc.text
         self.sentences = document_sentences(doc)
-        self.opening = [s for s in self.sentences if s.start < OPENING_CHARS] or self.sentences[:20]
+        # The opening: the first 3,000 characters, or, when a cover page and a table of contents come first,
+        # the 3,000 after the preamble begins ("This Agreement is made ...", "by and between").
+        preamble = _PREAMBLE.search(self.text, 0, MAX_OPENING_CHARS)
+        self.opening_end = max(OPENING_CHARS, preamble.start() + OPENING_CHARS if preamble else 0)
+        self.title_block = max(TITLE_BLOCK_CHARS, preamble.start() if preamble else 0)
+        self.opening = [s for s in self.sentences if s.start < self.opening_end] or self.sentences[:20]
+
+    def before(self, sentence: Sentence, value: Value, chars: int) -> str:
+        """Returns the `chars` characters of the document before `value` (read from `sentence`): a value's
+        context may begin in the sentence before ("Date:" ends a sentence of its own)."""
+        at = sentence.start + value.start
+        return self.text[max(0, at - chars) : at]
 
     # -- quotes ------------------------------------------------------------------------------------------------
     def quote(self, sentence: Sentence, value: Value | None = None) -> Citation:
@@ -143,14 +170,14 @@ def _same(kind: str, a: object, b: object) -> bool:
 # -- dates ---------------------------------------------------------------------------------------------------------
 
 _MADE = re.compile(
-    r"\b(?:dated|made|entered\s+into|executed|signed|concluded|agreed)\b[^.;]{0,60}?$|\bas\s+of\s*$|\bday\s+of\s*$"
-    r"|\bon\s*$|\bdate[d]?\s*:?\s*$",
+    r"(?:\b(?:dated|made|entered\s+into|executed|signed|concluded|agreed)\b[^.;]{0,60}?|\bas\s+of|\bday\s+of|\bon"
+    r"|\bdate[d]?\s*:?)\s*(?:this|the)?\s*$",
     re.IGNORECASE,
 )
 _EFFECTIVE_BEFORE = re.compile(
-    r"\beffective(?:\s+(?:as\s+of|on|from|date|beginning))?\s*(?:[:,]\s*)?$|\b(?:take|takes|become|becomes)\s+effective"
-    r"(?:\s+(?:as\s+of|on|from))?\s*$|\b(?:commenc\w*|beginning|starting)\s+(?:on|as\s+of)\s*$"
-    r"|\btake\s+effect\s+(?:on|as\s+of)?\s*$",
+    r"(?:\beffective(?:\s+(?:as\s+of|on|from|date|beginning))?\s*(?:[:,]\s*)?|\b(?:take|takes|become|becomes)\s+"
+    r"effective(?:\s+(?:as\s+of|on|from))?|\b(?:commenc\w*|beginning|starting)\s+(?:on|as\s+of)"
+    r"|\btakes?\s+effect\s+(?:on|as\s+of)?)\s*(?:this|the)?\s*$",
     re.IGNORECASE,
 )
 _EFFECTIVE_AFTER = re.compile(r"^[\s,]*\(?\s*(?:the|this)?\s*[\"“”‘’']{0,2}\s*Effective\s*Date", re.IGNORECASE)
@@ -162,7 +189,16 @@ _EFFECTIVE_IS_AGREEMENT = re.compile(
     r"hereof|of)",
     re.IGNORECASE,
 )
-_NOT_A_MAKING = re.compile(r"\b(?:Source|Filed|Page)\b|\bdue\s*$|\bamended\b", re.IGNORECASE)
+# A date that dates a filing, not the agreement: EDGAR's page footers ("ACME INC, 8-K, 11/6/2019"), "Filed",
+# "Source:", "Page", and dates a sentence marks as of something else ("amended", "due").
+_NOT_A_MAKING = re.compile(
+    r"\b(?:Source|Filed|Page)\b|\bdue\s*$|\bamended\b|\b(?:[0-9A-Z]{1,4}-[0-9A-Z]{1,4}|SC\s+13[DG]|DEFM?\s*14A)(?:/A)?"
+    r"\s*,\s*$",
+    re.IGNORECASE,
+)
+_OWN_LINE = re.compile(r"(?:^|\n)[^\S\n]*(?:dated|date|effective)?[^\S\n]*:?[^\S\n]*$", re.IGNORECASE)
+TITLE_BLOCK_CHARS = 1500  # a date alone on its line this near the top dates the agreement ("June 1, 2005")
+_LINE_END = re.compile(r"[^\S\n]*(?:\n|$|\()")
 
 
 def _dates_in(sentence: Sentence) -> list[Value]:
@@ -171,17 +207,22 @@ def _dates_in(sentence: Sentence) -> list[Value]:
 
 def _agreement_date(reader: _Reader) -> Cell:
     made: tuple[Sentence, Value] | None = None
-    first: tuple[Sentence, Value] | None = None
+    alone: tuple[Sentence, Value] | None = None
     for sentence in reader.opening:
         for value in _dates_in(sentence):
-            before = sentence.text[max(0, value.start - 80) : value.start]
+            before = reader.before(sentence, value, 80)
             if _NOT_A_MAKING.search(before[-40:]):
                 continue
             if made is None and (_MADE.search(before) or _EFFECTIVE_BEFORE.search(before)):
                 made = (sentence, value)
-            if first is None:
-                first = (sentence, value)
-    chosen = made or first
+            if (
+                alone is None
+                and sentence.start + value.start < reader.title_block
+                and _OWN_LINE.search(before)
+                and _LINE_END.match(sentence.text, value.end)
+            ):
+                alone = (sentence, value)
+    chosen = made or alone
     if chosen is None:
         signed = _signature_date(reader)
         if signed is None:
@@ -190,41 +231,56 @@ def _agreement_date(reader: _Reader) -> Cell:
     return _cell(reader, "date", chosen[1], chosen[0])
 
 
-_SIGNED = re.compile(r"\b(?:Date|Dated|Signed\s+on|Executed\s+on)\s*:", re.IGNORECASE)
+_SIGNED = re.compile(
+    r"(?:\b(?<!Effective\s)(?:Date|Dated|Signed\s+on|Executed\s+on)\s*:|/s/[^\n]{0,60}?)[^\S\n]*$", re.IGNORECASE
+)
 
 
 def _signature_date(reader: _Reader) -> tuple[Sentence, Value] | None:
-    tail = [s for s in reader.sentences if s.start >= len(reader.text) * 0.5]
+    """Returns the date the last party signed: the latest date written after "Date:" or beside a "/s/"
+    signature in the second half of the document."""
+    tail = [s for s in reader.sentences if s.end >= len(reader.text) * 0.5]
+    signed: list[tuple[str, Sentence, Value]] = []
     for sentence in tail:
-        match = _SIGNED.search(sentence.text)
-        if not match:
-            continue
         for value in _dates_in(sentence):
-            if value.start >= match.end() and value.start - match.end() < 20:
-                return sentence, value
-    return None
+            if len(str(value.normalized)) != 10:
+                continue
+            if _SIGNED.search(reader.before(sentence, value, 60)):
+                signed.append((str(value.normalized), sentence, value))
+    if not signed:
+        return None
+    _, sentence, value = max(signed, key=lambda item: item[0])
+    return sentence, value
+
+
+_SPEAKS_OF_EFFECT = re.compile(r"\bEffective\s+Date\b")
 
 
 def _effective_date(reader: _Reader, agreement: Cell) -> Cell:
     for sentence in reader.sentences:
         for value in _dates_in(sentence):
-            before = sentence.text[max(0, value.start - 60) : value.start]
-            after = sentence.text[value.end : value.end + 40]
-            if _EFFECTIVE_AFTER.search(after) or _EFFECTIVE_BEFORE.search(before):
+            before = reader.before(sentence, value, 60)
+            after = reader.text[sentence.start + value.end : sentence.start + value.end + 40]
+            if _NOT_A_MAKING.search(before[-40:]):
+                continue
+            if _EFFECTIVE_AFTER.search(after) or (
+                _EFFECTIVE_BEFORE.search(before) and sentence.start < reader.opening_end
+            ):
                 return _cell(reader, "date", value, sentence)
-    for sentence, _match in reader.find(_EFFECTIVE_IS_AGREEMENT):
-        if agreement.value is not None:
-            cell = Cell(
-                "present",
-                quotes=[*agreement.quotes, reader.quote(sentence)],
-                note="The agreement takes effect on its date.",
-                searched=[sentence.section.id],
-                value=agreement.value,
-                derivation=f"the date of the agreement: {agreement.value.display}",
-            )
-            return cell
-        break
-    return Cell("not_found", note="The contract names no effective date.")
+    if agreement.value is None:
+        return Cell("not_found", note="The contract names no effective date, and no date of its own.")
+    # A contract that speaks of its Effective Date, or of taking effect, without a date of its own for it takes
+    # effect on its date ("effective as of the date first written above", "the Effective Date" used throughout).
+    for sentence in [*reader.find(_EFFECTIVE_IS_AGREEMENT), *reader.find(_SPEAKS_OF_EFFECT)]:
+        return Cell(
+            "present",
+            quotes=[*agreement.quotes, reader.quote(sentence[0])],
+            note="The contract takes effect on its date: it gives its effective date no date of its own.",
+            searched=[*agreement.searched, sentence[0].section.id],
+            value=agreement.value,
+            derivation=f"the date of the agreement: {agreement.value.display}",
+        )
+    return Cell("not_found", note="The contract speaks of no effective date.")
 
 
 # -- term, expiration, renewal, notice ----------------------------------------------------------------------------
@@ -237,7 +293,8 @@ _TERM_SENTENCE = re.compile(
     re.IGNORECASE,
 )
 _UNTIL_DATE = re.compile(
-    r"\b(?:until|through|expir\w*\s+(?:on|at)?|ending\s+on|end\s+on|terminat\w*\s+on|thru|to\s+and\s+including)"
+    r"\b(?:until|through|expir\w*(?:\s+(?:on|at))?|ending\s+on|ends?\s+on|terminat\w*(?:\s+on)?|conclud\w*(?:\s+on)?|thru"
+    r"|to\s+and\s+including|Termination\s+Date|Expiration\s+Date)"
     r"\s*(?:the\s+close\s+of\s+business\s+on\s+|midnight\s+on\s+|11:59\s*p\.?m\.?\s+on\s+)?\s*$",
     re.IGNORECASE,
 )
@@ -265,39 +322,90 @@ _RENEWAL_NOTICE = re.compile(
 
 
 def _term_sentences(reader: _Reader) -> list[Sentence]:
-    """Returns the sentences of the term clause: those that state the term, and the sentences of sections headed
-    "Term" (not "Termination")."""
-    chosen = []
+    """Returns the sentences that may state the agreement's term: those of sections headed "Term" (not
+    "Termination") first, then every other sentence that speaks of the agreement, its term or its expiry."""
+    first, rest = [], []
     for sentence in reader.sentences:
         heading = sentence.section.heading.casefold()
-        in_term_section = re.search(r"\bterm\b(?!ination)", heading) is not None and "terminat" not in heading
-        if _TERM_SENTENCE.search(sentence.text) or (in_term_section and re.search(r"\bterm\b", sentence.text, re.I)):
-            chosen.append(sentence)
-    return chosen
+        if re.search(r"\bterm\b|\bduration\b", heading) and "terminat" not in heading:
+            first.append(sentence)
+        elif _ABOUT_TERM.search(sentence.text):
+            rest.append(sentence)
+    return first + rest
 
 
-def _initial_term(reader: _Reader) -> Cell:
+_ABOUT_TERM = re.compile(r"\b(?:agreement|contract|term|expir\w*)\b", re.IGNORECASE)
+# What comes before the duration of the agreement's own term: "for a term of", "an initial term of", "shall
+# continue for", "remain in full force and effect for a period of", "the term ... shall be", "is for".
+_TERM_BEFORE = re.compile(
+    r"(?:\b(?:initial\s+)?(?:term|period)\s+(?:of|shall\s+be|will\s+be|is)|\b(?:continue|remain|be|run|last|extend)"
+    r"(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+(?:effect|force))?)?\s+for|\b(?:shall|will)\s+be|\bis)"
+    r"(?:\s+(?:for|an?|the|initial|period|term|of|approximately))*\s*[(\"“]?\s*$",
+    re.IGNORECASE,
+)
+# After a duration that is not the term: a time after it ends, a notice, a rate.
+_NOT_TERM_AFTER = re.compile(
+    r"^[\s)\"”]*(?:(?:after|following|from)\s+(?:the\s+)?(?:expir|terminat|receipt|delivery|written|notice|date\s+of\s+"
+    r"(?:expir|terminat))|thereafter|prior|before|in\s+advance|notice|written\s+notice|after\s+(?:such|any)|of\s+(?:the|its)"
+    r"\s+(?:expir|terminat))",
+    re.IGNORECASE,
+)
+_START = re.compile(
+    r"\b(?:commenc\w*|begin\w*|start\w*|effective|from)\s+(?:on|as\s+of|upon)?\s*(?:the\s+)?$", re.IGNORECASE
+)
+
+
+def _term_duration(reader: _Reader) -> tuple[Sentence, Value] | None:
     for sentence in _term_sentences(reader):
         renewal = _RENEWAL.search(sentence.text)
         for value in find_values("duration", sentence.text):
             if renewal is not None and value.start > renewal.start():
                 break
-            if _NOTICE_AFTER.search(sentence.text[value.end :]) or value.normalized.get("perpetual"):
+            if value.normalized.get("perpetual"):
                 continue
-            return _cell(reader, "duration", value, sentence)
-    return Cell("not_found", note="No term stated as a duration.")
+            before = sentence.text[max(0, value.start - 80) : value.start]
+            if _TERM_BEFORE.search(before) and not _NOT_TERM_AFTER.search(sentence.text[value.end : value.end + 60]):
+                return sentence, value
+    return None
+
+
+def _initial_term(reader: _Reader) -> Cell:
+    found = _term_duration(reader)
+    if found is None:
+        return Cell("not_found", note="No term stated as a duration.")
+    return _cell(reader, "duration", found[1], found[0])
+
+
+def _moved(start: str, count: int, unit: str) -> str | None:
+    """Returns `start` (a date, or a year-month or year when the contract gives no more) moved by `count` units;
+    None when the precision does not allow it (a year plus months)."""
+    from docpipe.values.dates import add_duration
+
+    unit = unit.rstrip("s")
+    if len(start) == 10:
+        return add_duration(start, count, unit)
+    if len(start) == 7 and unit in ("year", "month"):
+        return add_duration(start + "-01", count, unit)[:7]
+    if len(start) == 4 and unit == "year":
+        return str(int(start) + count)
+    return None
 
 
 def _expiration(reader: _Reader, get: Callable[[str], Cell]) -> Cell:
-    term_sentences = _term_sentences(reader)
-    for sentence in term_sentences:
+    for sentence in _term_sentences(reader):
         renewal = _RENEWAL.search(sentence.text)
         limit = renewal.start() if renewal is not None else len(sentence.text)
         for value in _dates_in(sentence):
             if value.start < limit and _UNTIL_DATE.search(sentence.text[max(0, value.start - 60) : value.start]):
                 return _cell(reader, "date", value, sentence)
-        perpetual = _PERPETUAL.search(sentence.text[:limit])
-        if perpetual and not find_values("duration", sentence.text[: perpetual.start()]):
+    for sentence in _term_sentences(reader):
+        perpetual = _PERPETUAL.search(sentence.text)
+        if (
+            perpetual
+            and re.search(r"\b(?:agreement|contract|term)\b", sentence.text[: perpetual.start()], re.I)
+            and not (find_values("duration", sentence.text[: perpetual.start()]))
+            and not re.search(r"licen[cs]e|right", sentence.text[: perpetual.start()], re.I)
+        ):
             value = Value("date", "perpetual", "perpetual", perpetual.group(0), perpetual.start(), perpetual.end())
             quote = reader.quote(sentence, value)
             return Cell(
@@ -307,32 +415,41 @@ def _expiration(reader: _Reader, get: Callable[[str], Cell]) -> Cell:
                 value=value,
                 note="The agreement runs until it is terminated.",
             )
-    term = get("initial_term")
-    if term.value is None:
+    found = _term_duration(reader)
+    if found is None:
         return Cell("not_found", note="No expiration date, and no term to compute one from.")
-    start_cell = get("effective_date")
-    if start_cell.value is None:
-        start_cell = get("agreement_date")
-    start = start_cell.value
-    if start is None or len(str(start.normalized)) != 10:
+    sentence, term = found
+    term_cell = _cell(reader, "duration", term, sentence)
+    start: Value | None = None
+    start_quotes: list[Citation] = []
+    for value in _dates_in(sentence):
+        if _START.search(sentence.text[max(0, value.start - 40) : value.start]):
+            start, start_quotes = value, [reader.quote(sentence, value)]
+            break
+    if start is None:
+        start_cell = get("effective_date")
+        if start_cell.value is None:
+            start_cell = get("agreement_date")
+        start, start_quotes = start_cell.value, start_cell.quotes[:1]
+    if start is None:
+        return Cell(
+            "uncertain", quotes=term_cell.quotes, note=f"The term is {term.display}, but its start is not known."
+        )
+    normalized = term.normalized
+    end = _moved(str(start.normalized), int(normalized["count"]), str(normalized["unit"]))
+    if end is None:
         return Cell(
             "uncertain",
-            quotes=term.quotes,
-            note=f"The term is {term.value.display}, but the date it runs from is not known to the day.",
+            quotes=[*start_quotes, *term_cell.quotes],
+            note=f"The term is {term.display} from {start.display}: not known to the day.",
         )
-    from docpipe.values.dates import add_duration
-
-    normalized = term.value.normalized
-    end = add_duration(str(start.normalized), int(normalized["count"]), str(normalized["unit"]))
-    derivation = f"{start.normalized} + {term.value.display} = {end}"
-    value = Value("date", end, end)
     return Cell(
         "present",
-        quotes=[*start_cell.quotes[:1], *term.quotes],
+        quotes=[*start_quotes, *term_cell.quotes],
         note="Computed from the start date and the term.",
-        searched=[*start_cell.searched, *term.searched],
-        value=value,
-        derivation=derivation,
+        searched=list(dict.fromkeys(q.section_id for q in [*start_quotes, *term_cell.quotes])),
+        value=Value("date", end, end),
+        derivation=f"{start.normalized} + {term.display} = {end}",
     )
 
 
