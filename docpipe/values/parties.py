@@ -1,0 +1,556 @@
+"""The parties of a contract: each party's legal name and the name the contract defines for it.
+
+`read_parties` reads the preamble ("This Agreement is made ... by and between Acme Corp., a Delaware corporation
+("Acme"), and Beta LLC ("Beta")"), and falls back on the signature blocks when the preamble names fewer than two
+parties; `signature_parties` reads the blocks alone ("ACME CORP.\\nBy: ____\\nName: ...\\nTitle: ...").
+
+A name keeps its corporate suffix ("Inc.", "Co., Ltd.", "GmbH") and loses its descriptors ("a Delaware
+corporation", "having its principal place of business at ..."). What is not a name is left out rather than
+guessed: a defined term alone ("the Company"), a blank ("__________"), a phrase in lower case.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+from docpipe.values.kinds import Value
+
+__all__ = ["read_parties", "signature_parties"]
+
+_PREAMBLE_REACH = 20_000  # characters of the text searched for the preamble
+_SEGMENT_REACH = 2_500  # characters of a preamble read after its "between"
+_SIGNATURE_REACH = 2_500  # characters read after each "IN WITNESS WHEREOF"
+_SIGNATURE_BLOCKS = 20  # "IN WITNESS WHEREOF" blocks read: a contract and its exhibits have a few
+
+_SUFFIXES = {
+    "inc", "incorporated", "corp", "corporation", "co", "company", "llc", "lc", "ltd", "limited", "lp", "llp",
+    "lllp", "plc", "gmbh", "ag", "sa", "sas", "spa", "srl", "sarl", "sàrl", "nv", "bv", "pte", "pty", "kk", "ab",
+    "a/s", "as", "asa", "oy", "oyj", "se", "sl", "na", "fsb", "pc", "pllc", "bhd", "sdn", "kg", "kgaa", "ltda",
+    "sae", "spc", "lda", "cv", "aktiengesellschaft",
+}  # fmt: skip
+_CONNECTORS = {"of", "and", "the", "for", "de", "du", "des", "la", "le", "van", "von", "der", "den", "y", "e", "&", "und",
+               "da", "di", "do", "del", "at"}  # fmt: skip
+# Words that end a name: the descriptor that follows it ("Acme Inc., having its office at ...").
+_STOP_WORDS = {
+    "hereinafter", "having", "with", "whose", "which", "located", "organized", "organised", "incorporated",
+    "existing", "acting", "through", "represented", "c/o", "on", "in", "whereas", "as", "its", "by", "is", "was",
+    "shall", "will", "herein", "hereto", "dated", "effective", "d/b/a", "dba", "doing", "being", "under",
+    "pursuant", "who", "that", "a", "an", "registered", "each", "both", "together", "formerly", "address",
+    "this", "source",
+}  # fmt: skip
+# A defined term is a role, not a name; the terms that name the agreement or the parties together are neither.
+_ROLE_WORDS = {
+    "company", "party", "parties", "agreement", "licensor", "licensee", "customer", "supplier", "purchaser",
+    "seller", "buyer", "distributor", "you", "we", "us", "it", "sponsor", "executive", "employee", "consultant",
+    "contractor", "agent", "borrower", "lender", "franchisee", "franchisor", "client", "vendor", "reseller",
+    "manufacturer", "provider", "the", "this", "such", "each", "all", "other", "any", "said",
+}  # fmt: skip
+_NOT_ROLES = {"party", "parties", "agreement", "effective date", "contract", "amendment", "term"}
+# pypdf writes some punctuation as look-alike characters (";" as the Greek question mark): read them as such.
+_LOOKALIKES = str.maketrans({"\u037e": ";", "\u2010": "-", "\u2011": "-", "\u02ba": '"', "\uff1a": ":"})
+_QUOTES = '"“”‘’«»'
+_QUOTED = re.compile(
+    r"(?:‘‘|’’|'')\s*([^\"“”‘’']{1,80}?)\s*(?:[\"“”]|’’|'')|[\"“”«]\s*([^\"“”«»]{1,80}?)\s*[\"“”»]"
+    r"|[‘’]\s*([^‘’]{1,80}?)\s*[‘’]"
+)
+# A defined name whose closing quote was lost: '("Celebrity)'.
+_HALF_QUOTED = re.compile(r"\(\s*(?:the\s+)?[\"“]([A-Z][^\"“”()]{0,40}?)\s*\)")
+_ANCHOR = re.compile(
+    r"\bby\s+and\s+(?:between|among(?:st)?)\b|\b(?:between|among(?:st)?)\b\s*:?"
+    r"|\b(?:entered\s+into|made|executed|dated)\b[^.;()]{0,80}?\bby\s+(?=[A-Z0-9])|\bPREAMBLE\b"
+    r"|\bparties\s+to\s+this\s+(?:agreement|contract)\s+are\s*:?|(?-i:\bParty\s+A\s*:\s*|\bPARTIES\b\s*:?)",
+    re.IGNORECASE,
+)
+_END = re.compile(
+    r"\b(?:WHEREAS|Whereas|W\s*I\s*T\s*N\s*E\s*S\s*S\s*E\s*T\s*H|Witnesseth|RECITALS?|Recitals|BACKGROUND"
+    r"|NOW,?\s+THEREFORE|Now,?\s+therefore|IN\s+CONSIDERATION|In\s+consideration|DEFINITIONS)\b"
+    r"|\bagrees?\s+as\s+follows|\bhereby\s+agree"
+)
+# Where the next party begins: "; ", " and ", "(2)", "- and -", "between:".
+_SEPARATOR = re.compile(
+    r";\s*(?:(?:and|AND|And)\b\s*:?\s*)?|,?\s+(?:and|AND|And)\s*:?\s+"
+    r"(?=(?:\(\s*\w{1,3}\s*\)\s*|\d\.\s+)?(?:[A-Z]|\d+[A-Za-z]|[a-z]+[A-Z.\-]))"
+    r"|\(\s*(?:\d{1,2}|[a-hA-H]|i{1,3}|iv|vi?)\s*\)\s*|(?<![\w.])\d\.\s+(?=[A-Z])"
+    r"|,?\s*\bon\s+the\s+(?:one|other)\s+(?:hand|side),?\s*(?:and\b\s*)?"
+    r"|-\s*and\s*-|\b(?:between|among(?:st)?)\b\s*:?\s*|\bBETWEEN\b|\bPREAMBLE\b\s*"
+    r"|\b(?:Party\s+[A-Z]|[A-Z][a-z]+\s+Name)\s*:\s*"  # "Party A: Acme Co., Ltd.", "Client Name: ACME, INC."
+    # "..., a company organized in Taiwan, HALCYON SYSTEMS GMBH, a German company": a list without "and".
+    r"|,\s+(?=[A-Z][\w&'’\-]*(?:\s+[A-Z&][\w&'’.\-]*){0,6}?,?\s+"
+    r"(?i:inc|corp|corporation|company|co|llc|ltd|limited|plc|gmbh|ag|s\.a|n\.v|b\.v|l\.p|l\.l\.c)\b)"
+)
+# A piece of a preamble that is only a separator: ", and ", "; and (2) ", "AND: ".
+_BARE = re.compile(r"[\s,;:()\-]*(?:(?:and|AND|And)\b[\s:]*)?(?:\(\s*\w{1,3}\s*\)|\d\.)?[\s,;:\-]*")
+_ABBREVIATIONS = {"inc", "corp", "co", "ltd", "no", "st", "mr", "mrs", "ms", "dr", "jr", "sr", "bros", "ave", "pty",
+                  "pte", "bhd", "plc", "llc", "lp", "nv", "bv", "sa", "na", "ag", "u.s", "s.a", "n.v", "b.v", "l.p"}  # fmt: skip
+_COMPLETE = re.compile(
+    r"(?:\d\w*|\)|,|\b(?:corporation|company|partnership|association|trust|individual|entity|organi[sz]ation"
+    r"|institution|bank|society|limited|llc|inc|ltd|l\.?l\.?c|l\.?p|gmbh|ag|n\.?v|b\.?v|s\.?a|plc|corp|co|side|hand))\W*$",
+    re.IGNORECASE,
+)
+# Words that are never a party's name on their own (headings and labels read by mistake).
+_NOT_NAMES = {
+    "exhibit", "schedule", "annex", "appendix", "address", "general", "section", "article", "page", "table",
+    "contents", "attention", "telephone", "fax", "email", "recitals", "definitions", "source", "date", "name",
+    "title", "notice", "signage", "preamble", "witnesseth", "confidential", "witnesses", "witness", "as", "and",
+}  # fmt: skip
+_NOT_IN_NAMES = re.compile(r"\b(?:agreement|parties|relating|hereto|hereof|herein|hereunder|between|following)\b", re.I)
+_MONTHS = re.compile(
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d|\b\d{1,2}(?:st|nd|rd|th)?\s+day\b",
+    re.IGNORECASE,
+)
+_VERBS = re.compile(r"\b(?:is|are|shall|will|agrees?|hereby|has|have|was|were|may|must|means)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class _Party:
+    name: str
+    role: str
+    start: int  # offsets in the flattened text
+    end: int
+
+
+class _Flat:
+    """`text` with each run of blanks made one space, and the way back to `text`'s offsets."""
+
+    def __init__(self, text: str) -> None:
+        parts: list[str] = []
+        self.offsets: list[int] = []
+        for m in re.finditer(r"\S+", text):
+            if parts:
+                parts.append(" ")
+                self.offsets.append(m.start() - 1)
+            parts.append(m.group(0))
+            self.offsets.extend(range(m.start(), m.end()))
+        self.text = "".join(parts).translate(_LOOKALIKES)
+        self.offsets.append(len(text))
+
+    def original(self, start: int, end: int) -> tuple[int, int]:
+        return self.offsets[start], self.offsets[end - 1] + 1 if end > start else self.offsets[start]
+
+
+def _word(token: str) -> str:
+    return token.strip(",;:.").casefold().replace(".", "")
+
+
+def _is_suffix(token: str) -> bool:
+    return _word(token) in _SUFFIXES and (token[:1].isupper() or _word(token) in {"inc", "llc", "ltd", "plc"})
+
+
+def _short_insert(chunk: str, at: int) -> int | None:
+    """The end of a parenthesis inside a name ("Fonterra (USA) Inc.", "Datec (PNG) Limited"), or None."""
+    close = chunk.find(")", at)
+    if close < 0 or close - at > 30:
+        return None
+    inside = chunk[at + 1 : close].split()
+    if not inside or len(inside) > 3 or any(not w[:1].isupper() for w in inside):
+        return None
+    rest = chunk[close + 1 :].lstrip()
+    return close + 1 if (rest[:1].isupper() or rest[:1] == "(") and not rest.startswith(("A ", "AN ")) else None
+
+
+def _brand(token: str) -> bool:
+    """A name written in lower case on purpose: "i-on", "drkoop.com", "eBay"."""
+    core = token.strip(",;:")
+    return bool(re.fullmatch(r"[a-z][\w.\-&]*", core)) and bool(re.search(r"[A-Z.\-0-9]", core[1:].rstrip(".")))
+
+
+def _name_at(chunk: str) -> tuple[int, int] | None:
+    """Where the name that opens `chunk` ends: (start, end) in `chunk`, descriptors left out."""
+    quoted = chunk[:1] in '"“'
+    if quoted:  # between “Elephant Talk Communication Holding AG”, a company ...
+        inside = re.match(r".([^\"“”]{2,80})[\"”]", chunk)
+        if inside is None:
+            return None
+        return 1, 1 + len(inside.group(1).rstrip(" ,"))
+    tokens = list(re.finditer(r"\S+", chunk))
+    end = -1
+    taken = 0
+    i = 0
+    skip_to = -1
+    for i, m in enumerate(tokens):
+        if m.start() < skip_to:
+            continue
+        token = m.group(0)
+        word = _word(token)
+        first = taken == 0
+        if token[0] in _QUOTES or (taken >= 14):
+            break
+        if token.startswith("("):
+            close = _short_insert(chunk, m.start())
+            if close is None or first:
+                break
+            end, skip_to = close, close
+            continue
+        after_comma = i > 0 and tokens[i - 1].group(0).endswith(",")
+        if after_comma and not _is_suffix(token):
+            break
+        if word in _STOP_WORDS and not first and not _is_suffix(token) and not (word == "a" and token == "A" and i + 1 < len(tokens)
+                                                       and tokens[i + 1].group(0)[:1].islower()):  # fmt: skip
+            break
+        numbered = i + 1 < len(tokens) and _is_suffix(tokens[i + 1].group(0))  # "EWSD 1, LLC"
+        if token[0].isdigit() and not first and not re.match(r"\d+[A-Za-z]", token) and not numbered:
+            break
+        if taken >= 2 and _is_suffix(tokens[i - 1].group(0)) and not _is_suffix(token) and token != "&":
+            # A name ends with its suffix ("NLS-1 Pharma AG Alter Postplatz" is a name and an address), but
+            # "Insurance Company of North America" goes on.
+            if not (word == "of" and _word(tokens[i - 1].group(0)) in {"company", "corporation", "bank", "trust"}):
+                break
+        if token[0].islower() and not (_is_suffix(token) or _brand(token) or (word in _CONNECTORS and not first)):
+            break
+        if first and not (token[0].isupper() or re.match(r"\d+\w*[A-Za-z]", token) or _brand(token)):
+            return None
+        if token.endswith(":") and not first:
+            break
+        taken += 1
+        if word not in _CONNECTORS:
+            end = m.start() + len(token.rstrip(",;:"))
+        if token.endswith((",", ";", ":")) and not any(_is_suffix(t.group(0)) for t in tokens[i + 1 : i + 2]):
+            break
+    if end < 0:
+        return None
+    start = tokens[0].start() if tokens else 0
+    while chunk[start:end].endswith(".."):
+        end -= 1
+    name = chunk[start:end]
+    if name.endswith(".") and not _is_suffix(name.split()[-1]) and not re.search(r"\b\w\.\w\.?$", name):
+        end -= 1
+    return start, end
+
+
+def _plausible(name: str) -> bool:
+    words = name.split()
+    if not words or len(words) > 14 or not re.search(r"[A-Za-z]{2}", name):
+        return False
+    if all(_word(w) in _CONNECTORS or _word(w) in _ROLE_WORDS for w in words):
+        return False
+    if sum(bool(re.fullmatch(r"[A-Z\-–—]", w)) for w in words) >= 2:  # "List of Principals G Site ... D ACH -"
+        return False
+    if (len(words) == 1 and _word(name) in _NOT_NAMES) or _NOT_IN_NAMES.search(name) or "..." in name:
+        return False
+    if re.match(r"(?:[A-Z]|\d{1,2})\.\s|Party\s+[A-Z]\b", name):  # "A. The Company" (a recital), "Party B"
+        return False
+    return (
+        not _VERBS.search(name)
+        and not _MONTHS.search(name)
+        and not name.lower().startswith(("this ", "the undersigned"))
+    )
+
+
+def _role(parenthesis: str) -> str | None:
+    """The defined name in a parenthesis ("(the "Licensee")" -> "Licensee"); "" when it defines the parties as a
+    whole ("(each a "Party")"); None when it defines nothing."""
+    for m in _QUOTED.finditer(parenthesis):
+        term = (m.group(1) or m.group(2) or m.group(3) or "").strip(" ,.;:")
+        if not term:
+            continue
+        if term.casefold() in _NOT_ROLES:
+            return "" if "part" in term.casefold() else None
+        return term
+    half = _HALF_QUOTED.fullmatch(parenthesis)
+    return half.group(1) if half else None
+
+
+# A defined name outside parentheses: 'hereinafter referred to as "Company"', "— hereinafter referred to as
+# Cremer —", or glued to the name ('drkoop.com, inc."drkoop.com"').
+_BARE_ROLE = re.compile(
+    r",?\s*(?:hereinafter\s+(?:(?:referred\s+to|called|known)\s+as:?\s+)?|referred\s+to\s+as:?\s+)(?:the\s+)?"
+    r"(?:[\"“‘]([^\"“”’]{1,60})[\"”’]|(?-i:([A-Z][\w\-]*(?:\s+[A-Z][\w\-]*){0,2}))(?=\s*[—–,;)]))"
+    r"|(?<=[a-z.])[\"“]([A-Za-z][\w.\- ]{0,30})[\"”]",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Marker:
+    start: int
+    end: int
+    role: str  # "" for "(each a "Party")", the end of the list of parties
+
+
+def _markers(segment: str) -> list[_Marker]:
+    """The defined names in `segment`: parentheses with a quoted term, "hereinafter referred to as "X"", and a
+    quoted term glued to a name ("drkoop.com, inc."drkoop.com"")."""
+    found: list[_Marker] = []
+    depth, open_at = 0, -1
+    for i, c in enumerate(segment):
+        if c == "(":
+            if depth == 0:
+                open_at = i
+            depth += 1
+        elif c == ")" and depth:
+            depth -= 1
+            if depth == 0:
+                role = _role(segment[open_at : i + 1])
+                if role is not None:
+                    found.append(_Marker(open_at, i + 1, role))
+    spans = [(m.start, m.end) for m in found]
+    for m in _BARE_ROLE.finditer(segment):
+        if any(a <= m.start() < b for a, b in spans):
+            continue
+        term = (m.group(1) or m.group(2) or m.group(3)).strip(" ,.;:")
+        if term.casefold() in _NOT_ROLES:
+            found.append(_Marker(m.start(), m.end(), ""))
+        else:
+            found.append(_Marker(m.start(), m.end(), term))
+    return sorted(found, key=lambda m: m.start)
+
+
+def _segment_end(flat: str, start: int) -> int:
+    limit = min(len(flat), start + _SEGMENT_REACH)
+    end = _END.search(flat, start, limit)
+    stop = end.start() if end else limit
+    for m in re.finditer(r"([\w)\"”’]+)\.\s+(?=[A-Z])(?!(?:AND|And)\b)", flat[start:stop]):
+        word = m.group(1).casefold().rstrip(')"”’')
+        if word not in _ABBREVIATIONS and not re.fullmatch(r"(?:\w\.)*\w", m.group(1)) and len(word) > 1:
+            return start + m.end() - 1
+    return stop
+
+
+def _complete(piece: str) -> bool:
+    """Whether `piece` ends a whole party (a name with its suffix, descriptor or address), so an "and" after it
+    starts the next party rather than continuing a name ("Savings and Loan Association")."""
+    return bool(_COMPLETE.search(piece[-60:]) or re.search(r",\s+(?:a|an)\s", piece))
+
+
+def _joint(chunk: str, separator: re.Match[str]) -> bool:
+    """Whether an "and" may join the words of one name ("Savings and Loan Association", "GAS AND ELECTRIC
+    COMPANY") rather than two parties: a lower-case "and" or an "AND" between capitals, with no comma."""
+    word = separator.group(0).strip(" :")
+    if word not in ("and", "AND"):
+        return False
+    before = chunk[: separator.start()].split()[-1:]
+    after = chunk[separator.end() :].split()[:1]
+    capitals = bool(before) and bool(after) and before[0].isupper()
+    if word == "and":  # "... Sandton and TELKOM SOUTH AFRICA LIMITED": a name in capitals starts a party
+        return not (bool(after) and len(after[0]) > 1 and after[0].isupper() and not capitals)
+    return capitals and after[0].isupper()
+
+
+def _entity_like(name: str, after: str) -> bool:
+    """A name that stands as a party without a defined name: a corporate suffix, capitals, or "X, a ..."."""
+    words = name.split()
+    return any(_is_suffix(w) for w in words) or bool(re.match(r"\s*,?\s+(?:a|an)\s", after))
+
+
+def _names_in(chunk: str) -> tuple[list[tuple[int, int]], int | None]:
+    """The names in `chunk` (the words between two defined names) and which of them takes the defined name
+    that follows: the name that opens the chunk ("and B, a Delaware corporation ("B")"), else the last name
+    ("..., a Delaware corporation, and B ("B")"). Other names count when they read as parties by themselves."""
+    found = _names_split(chunk, strict=True) or _names_split(chunk, strict=False)
+    if not found:
+        return [], None
+    holder = 0 if found[0][3] else len(found) - 1
+    if holder == 0 and not found[0][2]:  # "; and Convention Plaza, 1 Harbour Rd (2) W2E HOLDINGS PLC": an address
+        holder = next((k for k, f in enumerate(found) if f[2]), 0)
+    names = [(a, b) for k, (a, b, strong, _) in enumerate(found) if k == holder or strong]
+    return names, names.index(found[holder][:2])
+
+
+def _names_split(chunk: str, *, strict: bool) -> list[tuple[int, int, bool, bool]]:
+    """The names opening each piece of `chunk` cut at its separators: (start, end, reads as an entity, comes
+    first in the chunk). `strict` keeps "and" inside a name unless what precedes it is a whole party."""
+    cuts = [0]
+    for m in _SEPARATOR.finditer(chunk):
+        before = chunk[cuts[-1] : m.start()]
+        if strict and _joint(chunk, m) and before.strip(" ,") and not _complete(before):
+            continue
+        if re.match(r"\s*(?:between|among|BETWEEN|AMONG)", m.group(0)):
+            cuts = [m.end()]  # "AGREEMENT BETWEEN A AND B ... made by and between A ...": the last one counts
+            continue
+        cuts.append(m.end())
+    found: list[tuple[int, int, bool]] = []
+    first_piece = True  # the first piece with words: a name there takes the defined name that follows
+    leads = False
+    for k, cut in enumerate(cuts):
+        piece = chunk[cut : cuts[k + 1] if k + 1 < len(cuts) else len(chunk)]
+        if _BARE.fullmatch(piece):
+            continue
+        lead = len(piece) - len(piece.lstrip(" ,:;-"))
+        span = _name_at(piece[lead:])
+        a, b = (cut + lead + span[0], cut + lead + span[1]) if span else (0, 0)
+        if span and _plausible(chunk[a:b]):
+            leads = leads or first_piece
+            found.append((a, b, _entity_like(chunk[a:b], chunk[b:])))
+        first_piece = False
+    return [(a, b, strong, leads) for a, b, strong in found]
+
+
+def _parties_after(flat: str, start: int) -> list[_Party]:
+    end = _segment_end(flat, start)
+    segment = flat[start:end]
+    parties: list[_Party] = []
+    at = 0
+    for marker in [*_markers(segment), _Marker(len(segment), len(segment), "")]:
+        chunk = segment[at : marker.start]
+        names, holder = _names_in(chunk)
+        for k, (a, b) in enumerate(names):
+            if not marker.role and not _entity_like(chunk[a:b], chunk[b:]):
+                continue  # after the last defined name, only what reads as a party by itself
+            role = marker.role if k == holder else ""
+            parties.append(_Party(chunk[a:b], role, start + at + a, start + at + b))
+        if not marker.role:
+            break
+        at = marker.end
+    return _distinct(parties)
+
+
+def _distinct(parties: list[_Party]) -> list[_Party]:
+    """Each party once (the first mention with a defined name wins), without restatements such as
+    "Customer and Philips" made of the defined names of parties already read."""
+    known = {_word(w) for p in parties for w in (p.role.split() + p.name.split())}
+    kept: list[_Party] = []
+    for party in parties:
+        twin = next((k for k, p in enumerate(kept) if _same(p.name, party.name)), None)
+        if twin is not None:
+            if party.role and not kept[twin].role:
+                kept[twin] = party
+            continue
+        words = {_word(w) for w in party.name.split()} - _CONNECTORS
+        if not party.role and words and words <= known and len(party.name.split()) > 1 and " and " in party.name:
+            continue
+        if not party.role and any(party.name.casefold() == p.role.casefold() for p in parties):
+            continue
+        kept.append(party)
+    return kept
+
+
+def _preamble(flat: str) -> list[_Party]:
+    best: list[_Party] = []
+    for n, anchor in enumerate(_ANCHOR.finditer(flat, 0, min(len(flat), _PREAMBLE_REACH))):
+        if n >= 8:
+            break
+        parties = _parties_after(flat, anchor.end())
+        if sum(bool(p.role) for p in parties) >= 2:
+            return parties
+        if len(parties) > len(best) or (len(parties) == len(best) and sum(bool(p.role) for p in parties) >
+                                        sum(bool(p.role) for p in best)):  # fmt: skip
+            best = parties
+    if len(best) < 2:
+        # A letter or a one-sided deed: "Acme Corp., a Georgia corporation (the "Company"), proposes ..."
+        begin = _named_before_role(flat[:3000])
+        if begin is not None:
+            fallback = _parties_after(flat, begin)
+            if len(fallback) > len(best):
+                best = fallback
+    return best
+
+
+def _named_before_role(head: str) -> int | None:
+    """Where the name before the first defined name of `head` begins, when it reads as an entity (it ends in a
+    corporate suffix or is followed by "a ... corporation"): the start of a preamble with no "between"."""
+    first = next((m for m in _markers(head) if m.role), None)
+    if first is None:
+        return None
+    window_start = max(0, first.start - 300)
+    for token in re.finditer(r"(?<!\S)\S+", head[window_start : first.start]):
+        rest = head[window_start + token.start() : first.start]
+        span = _name_at(rest)
+        if span is None:
+            continue
+        name = rest[span[0] : span[1]]
+        if _plausible(name) and (_is_suffix(name.split()[-1]) or re.match(r"\s*,?\s+(?:a|an)\s", rest[span[1] :])):
+            return window_start + token.start()
+    return None
+
+
+def _display(parties: list[_Party] | list[dict[str, str]]) -> str:
+    items = [(p.name, p.role) if isinstance(p, _Party) else (p["name"], p["role"]) for p in parties]
+    return "; ".join(f'{name} ("{role}")' if role else name for name, role in items)
+
+
+def read_parties(text: str) -> Value | None:
+    """The parties named in a contract's opening text (and, when `text` holds them, its signature blocks), or
+    None when it names none: kind ``parties``, normalized ``[{"name": "I-ESCROW, INC.", "role": "i-Escrow"},
+    ...]`` in the order written, display ``I-ESCROW, INC. ("i-Escrow"); 2THEMART.COM, INC. ("2TheMart")``,
+    `as_written` the words from the first name to the last."""
+    flat = _Flat(text[: _PREAMBLE_REACH * 2])
+    parties = _preamble(flat.text)
+    normalized = [{"name": p.name, "role": p.role} for p in parties]
+    if len(parties) < 2:
+        known = {p.name.casefold() for p in parties}
+        for name in signature_parties(text):
+            if name.casefold() not in known and all(not _same(name, p.name) for p in parties):
+                normalized.append({"name": name, "role": ""})
+                known.add(name.casefold())
+    if not normalized:
+        return None
+    if parties:
+        start, _ = flat.original(parties[0].start, parties[0].end)
+        _, end = flat.original(parties[-1].start, parties[-1].end)
+    else:
+        start = end = -1
+    written = text[start:end] if start >= 0 else ""
+    return Value("parties", normalized, _display(normalized), written, start, end)
+
+
+def _same(a: str, b: str) -> bool:
+    """Whether two names name one entity: the same words, whatever the case, "The" and punctuation, and no
+    two different suffixes ("Kestrel Partners, L.P." is not "Kestrel Partners Limited")."""
+
+    def key(name: str) -> tuple[set[str], set[str]]:
+        words = {_word(w).strip("()") for w in name.split()} - {"", "the"}
+        return words - _SUFFIXES, words & _SUFFIXES
+
+    (wa, sa), (wb, sb) = key(a), key(b)
+    return bool(wa) and wa == wb and (not sa or not sb or sa == sb)
+
+
+# --- signature blocks ----------------------------------------------------------------------------------------
+
+_WITNESS = re.compile(r"IN\s+WITNESS\s+WHERE(?:OF|FORE)|In\s+Witness\s+Where(?:of|fore)")
+_BY = re.compile(r"^\s*(?:By|BY)\b\s*(?:[:._/]|$)")
+_SIGNING = re.compile(
+    r"^\s*(?:By|BY|Name|NAME|Title|TITLE|Date|DATE|Its|ITS|Attest|ATTEST|Witness|WITNESS|/s/|Signature|SIGNATURE"
+    r"|Print|PRINT|Address|ADDRESS)\b"
+)
+_STRUCTURE = re.compile(r"^\s*(?:EXHIBIT|Exhibit|SCHEDULE|Schedule|ANNEX|Annex|APPENDIX|Appendix|\[SIGNATURE)")
+_ROLE_LABEL = re.compile(r"^\s*[A-Z][A-Za-z\-]+(?:\s+[A-Z][A-Za-z\-]+)?\s*:\s*")
+
+
+def _entities(line: str) -> list[str]:
+    """The entity names on a line of a signature block, each ending in a corporate suffix ("ACME CORP."), or
+    the whole line when it holds one name in capitals; two names when two columns share the line."""
+    line = _ROLE_LABEL.sub("", line.strip(), count=1) if ":" in line[:30] else line.strip()
+    line = re.split(r",?\s+(?:a|an)\s+[A-Z][a-z]+\s", line)[0].strip(" ,")
+    words = line.split()
+    if not 1 <= len(words) <= 14 or _VERBS.search(line) or not re.search(r"[A-Za-z]{2}", line):
+        return []
+    names: list[str] = []
+    current: list[str] = []
+    for k, w in enumerate(words):
+        current.append(w)
+        following = words[k + 1] if k + 1 < len(words) else ""
+        if _is_suffix(w) and not _is_suffix(following) and following != "&":
+            names.append(" ".join(current).strip(" ,"))
+            current = []
+    rest = " ".join(current).strip(" ,")
+    if rest and not names and rest.isupper() and len(current) >= 2:
+        names.append(rest)
+    return [n for n in names if _plausible(n) and _word(n) not in _ROLE_WORDS]
+
+
+def signature_parties(text: str) -> list[str]:
+    """The entities that sign, read from the blocks after "IN WITNESS WHEREOF": the name above each "By:" line,
+    or a line of names ending in corporate suffixes, in order, each once. People signing for themselves are
+    not read."""
+    found: list[str] = []
+    witnesses = list(itertools.islice(_WITNESS.finditer(text), _SIGNATURE_BLOCKS + 1))
+    for k, witness in enumerate(witnesses[:_SIGNATURE_BLOCKS]):
+        # Each block is read once: up to the next "IN WITNESS WHEREOF" or _SIGNATURE_REACH characters.
+        stop = min(witness.end() + _SIGNATURE_REACH, witnesses[k + 1].start() if k + 1 < len(witnesses) else len(text))
+        lines = [ln for ln in text[witness.end() : stop].splitlines()[1:] if ln.strip()]
+        for k, line in enumerate(lines):
+            if _STRUCTURE.match(line):
+                break
+            if _SIGNING.match(line):
+                continue
+            signs = any(_BY.match(following) for following in lines[k + 1 : k + 4])
+            names = _entities(line)
+            if not signs:
+                names = [n for n in names if _is_suffix(n.split()[-1])]
+            for name in names:
+                if all(not _same(name, f) for f in found):
+                    found.append(name)
+    return found
