@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from docpipe.cells import Cell, Column
 from docpipe.ingest.clauses import sentence_spans
+from docpipe.terms.typed import line
 from docpipe.types import Citation, Document, Section
 from docpipe.values.kinds import Value
 from docpipe.values.read import find_values
@@ -355,18 +356,40 @@ _START = re.compile(
 )
 
 
-def _term_duration(reader: _Reader) -> tuple[Sentence, Value] | None:
-    for sentence in _term_sentences(reader):
-        renewal = _RENEWAL.search(sentence.text)
-        for value in find_values("duration", sentence.text):
-            if renewal is not None and value.start > renewal.start():
-                break
-            if value.normalized.get("perpetual"):
-                continue
-            before = sentence.text[max(0, value.start - 80) : value.start]
-            if _TERM_BEFORE.search(before) and not _NOT_TERM_AFTER.search(sentence.text[value.end : value.end + 60]):
-                return sentence, value
+# A sentence that states the agreement's own term: the agreement (or its Term) continues, remains in effect,
+# expires, runs or is for a period; not what survives it, a definition, or a confidentiality period.
+_AGREEMENT_RUNS = re.compile(
+    r"(?:this|the)\s+(?:Agreement|Contract|Sponsorship|Arrangement)\b[^.;]{0,120}?\b(?:shall|will|is|to)\s+(?:\w+\s+){0,3}?"
+    r"(?:continue|remain|be\s+in\s+(?:full\s+)?(?:force|effect)|be\s+effective|expire|run|have\s+a\s+term|commence|be\s+for"
+    r"|last|for\s+(?:a|an|the)\s+(?:initial\s+)?(?:term|period))|\b(?:initial\s+)?term\s+of\s+(?:this|the)\s+(?:Agreement|Contract|license|engagement)|\bthe\s+(?:initial\s+)?"
+    r"[\"“]?Term[\"”]?\s+(?:\([^)]*\)\s+)?(?:shall|will|is)|\binitial\s+term\b",
+    re.IGNORECASE,
+)
+_NOT_THE_TERM = re.compile(r"\bsurviv|\bconfidential|\bmeans\b|\bretain|\bwarrant|\brecords\b", re.IGNORECASE)
+
+
+def _duration_of_term(sentence: Sentence) -> Value | None:
+    """Returns the duration `sentence` gives the agreement's own term (not a period after it ends, a notice, a
+    renewal, or what survives it)."""
+    renewal = _RENEWAL.search(sentence.text)
+    for value in find_values("duration", sentence.text):
+        if renewal is not None and value.start > renewal.start():
+            break
+        if value.normalized.get("perpetual"):
+            continue
+        before = sentence.text[max(0, value.start - 80) : value.start]
+        if _NOT_THE_TERM.search(sentence.text[: value.start]):
+            break
+        if _TERM_BEFORE.search(before) and not _NOT_TERM_AFTER.search(sentence.text[value.end : value.end + 60]):
+            return value
     return None
+
+
+def _term_duration(reader: _Reader) -> tuple[Sentence, Value] | None:
+    stated = _term_statement(reader)
+    if stated is None or stated[0] != "duration":
+        return None
+    return stated[1], stated[2]
 
 
 def _initial_term(reader: _Reader) -> Cell:
@@ -391,34 +414,81 @@ def _moved(start: str, count: int, unit: str) -> str | None:
     return None
 
 
-def _expiration(reader: _Reader, get: Callable[[str], Cell]) -> Cell:
+# The agreement runs until an event, not a date: "shall continue in effect until the expiration of the last
+# Royalty Term", "until the completion of the Services". It has no fixed end.
+_UNTIL_EVENT = re.compile(
+    r"\b(?:continue|remain)\b[^.;]{0,80}?\buntil\s+(?P<event>(?:the\s+)?(?:earlier|later|expiration|expiry|completion|"
+    r"termination|last|end|date\s+on\s+which|such\s+time|all|either|one|a\s+party|it\s+is|terminated)[^.;]{0,160})",
+    re.IGNORECASE,
+)
+
+
+def _term_statement(reader: _Reader) -> tuple[str, Sentence, Value] | None:
+    """Returns how the agreement's term is stated, from the first sentence of the term clause that states it
+    (sentences of a "Term" section first): ("date", an end date), ("perpetual", the words), ("duration", the
+    term), or ("event", the event it runs until)."""
     for sentence in _term_sentences(reader):
-        renewal = _RENEWAL.search(sentence.text)
-        limit = renewal.start() if renewal is not None else len(sentence.text)
+        text = sentence.text
+        renewal = _RENEWAL.search(text)
+        limit = renewal.start() if renewal is not None else len(text)
         for value in _dates_in(sentence):
-            if value.start < limit and _UNTIL_DATE.search(sentence.text[max(0, value.start - 60) : value.start]):
-                return _cell(reader, "date", value, sentence)
-    for sentence in _term_sentences(reader):
-        perpetual = _PERPETUAL.search(sentence.text)
+            if value.start < limit and _UNTIL_DATE.search(text[max(0, value.start - 60) : value.start]):
+                return "date", sentence, value
+        runs = _AGREEMENT_RUNS.search(text)
+        perpetual = _PERPETUAL.search(text, 0, limit)
         if (
             perpetual
-            and re.search(r"\b(?:agreement|contract|term)\b", sentence.text[: perpetual.start()], re.I)
-            and not (find_values("duration", sentence.text[: perpetual.start()]))
-            and not re.search(r"licen[cs]e|right", sentence.text[: perpetual.start()], re.I)
+            and (runs or re.search(r"\b(?:agreement|contract|term)\b", text[: perpetual.start()], re.I))
+            and not find_values("duration", text[: perpetual.start()])
+            and not re.search(r"licen[cs]e|right|grant", text[: perpetual.start()], re.I)
         ):
-            value = Value("date", "perpetual", "perpetual", perpetual.group(0), perpetual.start(), perpetual.end())
-            quote = reader.quote(sentence, value)
-            return Cell(
-                "present",
-                quotes=[quote],
-                searched=[sentence.section.id],
-                value=value,
-                note="The agreement runs until it is terminated.",
+            words = perpetual.group(0)
+            return (
+                "perpetual",
+                sentence,
+                Value("date", "perpetual", "perpetual", words, perpetual.start(), perpetual.end()),
             )
-    found = _term_duration(reader)
-    if found is None:
+        if not runs:
+            continue
+        found = _duration_of_term(sentence)
+        if found is not None:
+            return "duration", sentence, found
+        match = _UNTIL_EVENT.search(text, 0, limit)
+        if (
+            match
+            and not find_values("date", match.group("event"))
+            and not find_values("duration", match.group("event"))
+        ):
+            words = " ".join(match.group("event").split())
+            value = Value(
+                "date",
+                "perpetual",
+                f"no fixed end: until {line(words, 80)}",
+                match.group(0),
+                match.start(),
+                match.end(),
+            )
+            return "event", sentence, value
+    return None
+
+
+def _expiration(reader: _Reader, get: Callable[[str], Cell]) -> Cell:
+    stated = _term_statement(reader)
+    if stated is None:
         return Cell("not_found", note="No expiration date, and no term to compute one from.")
-    sentence, term = found
+    how, sentence, term = stated
+    if how == "date":
+        return _cell(reader, "date", term, sentence)
+    if how in ("perpetual", "event"):
+        return Cell(
+            "present",
+            quotes=[reader.quote(sentence, term)],
+            searched=[sentence.section.id],
+            value=term,
+            note="The agreement runs until it is terminated."
+            if how == "perpetual"
+            else "The agreement runs until an event, not to a date.",
+        )
     term_cell = _cell(reader, "duration", term, sentence)
     start: Value | None = None
     start_quotes: list[Citation] = []
@@ -453,77 +523,157 @@ def _expiration(reader: _Reader, get: Callable[[str], Cell]) -> Cell:
     )
 
 
+# A renewal of the agreement's term: renewed, extended or prolonged, automatically or by option; not a renewal of
+# something else (patents, warranties, a right that is extended to a third party, a deadline).
+_RENEWS = re.compile(
+    r"\b(?:renew\w*|extend\w*|extension|prolong\w*|continue\w*\s+(?:in\s+effect\s+)?from\s+year)", re.I
+)
+_RENEWS_WHAT = re.compile(r"\b(?:agreement|contract|term|arrangement|appointment|sponsorship)\b", re.IGNORECASE)
+_NOT_A_RENEWAL = re.compile(
+    r"\bpatent|\bwarrant|\btransfer\b|\bsublicens|\bdeadline|\btime\s+(?:for|period)|\bmeans\b|\bcontinuations?\b",
+    re.IGNORECASE,
+)
+_EVERY = re.compile(
+    r"\b(?:each|every)\s+year|\bannually\b|\byear[\s-]+to[\s-]+year|\bmonth[\s-]+to[\s-]+month|\b(?:same|equal|like)\s+"
+    r"(?:duration|period|term|length)|\bequal\s+to\s+the\s+(?:initial\s+)?term",
+    re.IGNORECASE,
+)
+_AUTOMATIC_RENEWAL = re.compile(
+    r"\bautomatic\w*|\btacit\w*|\bunless\b[^.]{0,200}\b(?:notice|notif)|\bshall\s+(?:be\s+)?(?:renew|extend)\w*\s+for"
+    r"|\bwill\s+(?:be\s+)?(?:renew|extend)\w*\s+for|\bfrom\s+year\s+to\s+year",
+    re.IGNORECASE,
+)
+
+
 def _renewal_sentences(reader: _Reader) -> list[Sentence]:
-    return [s for s in reader.sentences if _RENEWAL.search(s.text)]
+    """Returns the sentences that renew or extend the agreement's term, those of a "Term" or "Renewal" section
+    first."""
+    found = [
+        s
+        for s in reader.sentences
+        if _RENEWS.search(s.text) and _RENEWS_WHAT.search(s.text) and not _NOT_A_RENEWAL.search(s.text)
+    ]
+    return sorted(found, key=lambda s: not re.search(r"\bterm\b|renew|duration", s.section.heading, re.I))
 
 
 def _renewal_term(reader: _Reader) -> Cell:
     for sentence in _renewal_sentences(reader):
-        match = _RENEWAL.search(sentence.text)
+        match = _RENEWS.search(sentence.text)
         assert match is not None
-        words = match.group(0).casefold()
-        if "year" in words and "to" in words:
-            value = Value(
-                "duration",
-                {"days": 365, "count": 1, "unit": "year"},
-                "1 year",
-                match.group(0),
-                match.start(),
-                match.end(),
-            )
-            return Cell("present", quotes=[reader.quote(sentence, value)], searched=[sentence.section.id], value=value)
-        if "month" in words and "to" in words:
-            value = Value(
-                "duration",
-                {"days": 30, "count": 1, "unit": "month"},
-                "1 month",
-                match.group(0),
-                match.start(),
-                match.end(),
-            )
-            return Cell("present", quotes=[reader.quote(sentence, value)], searched=[sentence.section.id], value=value)
         for value in find_values("duration", sentence.text):
-            if value.end < match.start() - 120 or _NOTICE_AFTER.search(sentence.text[value.end :]):
+            if value.start < match.start() or value.start > match.end() + 200:
+                continue
+            if _NOTICE_AFTER.search(sentence.text[value.end :]) or _NOTICE_WORD.search(
+                sentence.text[max(0, value.start - 40) : value.start]
+            ):
                 continue
             return _cell(reader, "duration", value, sentence)
+        every = _EVERY.search(sentence.text, match.start())
+        if every is None:
+            continue
+        words = every.group(0).casefold()
+        if "month" in words:
+            normalized, display = {"days": 30, "count": 1, "unit": "month"}, "1 month"
+        elif "year" in words or "annual" in words:
+            normalized, display = {"days": 365, "count": 1, "unit": "year"}, "1 year"
+        else:
+            term = _term_duration(reader)
+            if term is None:
+                continue
+            value = Value("duration", term[1].normalized, term[1].display, every.group(0), every.start(), every.end())
+            cell = Cell(
+                "present",
+                quotes=[reader.quote(sentence, value), reader.quote(term[0], term[1])],
+                searched=[sentence.section.id, term[0].section.id],
+                value=value,
+                derivation=f"the same as the initial term: {term[1].display}",
+            )
+            return cell
+        value = Value("duration", normalized, display, every.group(0), every.start(), every.end())
+        return Cell("present", quotes=[reader.quote(sentence, value)], searched=[sentence.section.id], value=value)
     return Cell("not_found", note="No renewal of the term.")
 
 
 def _auto_renewal(reader: _Reader) -> Cell:
-    for sentence in _renewal_sentences(reader):
-        if _AUTOMATIC.search(sentence.text):
-            value = Value("yes_no", True, "Yes")
+    sentences = _renewal_sentences(reader)
+    for sentence in sentences:
+        match = _AUTOMATIC_RENEWAL.search(sentence.text)
+        if match:
+            value = Value("yes_no", True, "Yes", match.group(0), match.start(), match.end())
             return Cell(
-                "present", answer="Yes", quotes=[reader.quote(sentence)], searched=[sentence.section.id], value=value
+                "present",
+                answer="Yes",
+                quotes=[reader.quote(sentence, value)],
+                searched=[sentence.section.id],
+                value=value,
             )
-    return Cell("not_found", note="No automatic renewal found.")
+    if sentences:
+        value = Value("yes_no", False, "No: renewed only by option or agreement")
+        return Cell(
+            "present",
+            answer=value.display,
+            quotes=[reader.quote(sentences[0])],
+            searched=[sentences[0].section.id],
+            value=value,
+            note="The term may be renewed or extended, but not automatically.",
+        )
+    return Cell("not_found", note="No renewal of the term.")
+
+
+_NOT_RENEWAL_NOTICE = re.compile(
+    r"\bpolic(?:y|ies)\b|\binsur|\bcertificate|\brates?\b|\bprices?\b|\bcharges\b|\bfees?\b", re.IGNORECASE
+)
+_TERM_END = re.compile(
+    r"\b(?:expir\w*|end\s+of|termination\s+of\s+the\s+(?:then|initial|current)|anniversary|renewal"
+    r"|then[\s-]+(?:current|existing))",
+    re.IGNORECASE,
+)
+
+
+_OPTION_TO_RENEW = re.compile(
+    r"\b(?:election|option|choice|wish\w*|desire\w*|request\w*)\s+to\s+(?:renew|extend)|\bexercise\s+(?:this|its|the|such)"
+    r"\s+(?:renewal\s+)?option",
+    re.IGNORECASE,
+)
+_NOTICE_NEAR_AFTER = re.compile(
+    r"^[\s'’\")-]*(?:prior\s+|advance\s+|written\s+|advanced\s+)*(?:notice|notif)", re.IGNORECASE
+)
+_NOTICE_BEFORE = re.compile(
+    r"\bnotice\b[^.;]{0,30}?\b(?:of\s+)?(?:at\s+least|not\s+less\s+than|no\s+less\s+than)\s*$", re.IGNORECASE
+)
 
 
 def _notice_period(reader: _Reader) -> Cell:
+    """Returns the notice that stops a renewal: in a sentence that renews the term, or the two after it, or a
+    sentence on non-renewal; a duration of notice given before the term ends."""
     candidates: list[Sentence] = []
-    for i, sentence in enumerate(reader.sentences):
-        if _RENEWAL.search(sentence.text):
-            candidates.extend(reader.sentences[i : i + 3])
-        elif _RENEWAL_NOTICE.search(sentence.text):
-            candidates.append(sentence)
+    renewals = _renewal_sentences(reader)
+    index = {s.start: i for i, s in enumerate(reader.sentences)}
+    for sentence in renewals:
+        i = index[sentence.start]
+        candidates.extend(reader.sentences[i : i + 3])
+    candidates.extend(s for s in reader.sentences if _RENEWAL_NOTICE.search(s.text))
     seen: set[int] = set()
     for sentence in candidates:
-        if sentence.start in seen:
+        text = sentence.text
+        if sentence.start in seen or _NOT_RENEWAL_NOTICE.search(text) or _OPTION_TO_RENEW.search(text):
             continue
         seen.add(sentence.start)
-        if not (
-            _NOTICE_WORD.search(sentence.text)
-            and (
-                _RENEWAL.search(sentence.text)
-                or _RENEWAL_NOTICE.search(sentence.text)
-                or re.search(r"expir|end\s+of\s+the", sentence.text, re.I)
-            )
-        ):
+        stops = _RENEWAL_NOTICE.search(text)
+        if not _NOTICE_WORD.search(text) or not (stops or _TERM_END.search(text) or _AUTOMATIC_RENEWAL.search(text)):
             continue
-        for value in find_values("duration", sentence.text):
-            if value.normalized.get("perpetual") or not _NOTICE_AFTER.search(sentence.text[value.end :]):
+        if not renewals and not stops:
+            continue
+        for value in find_values("duration", text):
+            if value.normalized.get("perpetual"):
                 continue
-            return _cell(reader, "duration", value, sentence)
+            after, before = text[value.end : value.end + 40], text[max(0, value.start - 40) : value.start]
+            if (
+                _NOTICE_AFTER.search(text[value.end :])
+                or _NOTICE_NEAR_AFTER.search(after)
+                or _NOTICE_BEFORE.search(before)
+            ):
+                return _cell(reader, "duration", value, sentence)
     return Cell("not_found", note="No notice period to stop a renewal.")
 
 
