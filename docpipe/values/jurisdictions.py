@@ -324,7 +324,8 @@ _TRIGGER = re.compile(
 # Between the trigger and the law, words that say the place is not the chosen law.
 _NOT_CHOSEN = re.compile(
     r"conflicts?\s+of\s+laws?|choice[\s-]+of[\s-]+laws?|conflicts?\s+(?:laws?|rules|principles|provisions)"
-    r"|without\s+(?:regard|reference|giving\s+effect)|other\s+than|\bcourts?\b|organi[sz]ed|incorporated",
+    r"|without\s+(?:regard|reference|giving\s+effect)|other\s+than|\bcourts?\b|organi[sz]ed|incorporated"
+    r"|violat|\bcompl(?:y|ies|iance)\b|prohibit|illegal|unenforceab",
     re.IGNORECASE,
 )
 # The end of a sentence or clause: ". The", "; provided" (not "U.S. law", "Inc. and").

@@ -15,6 +15,7 @@ import itertools
 import re
 from dataclasses import dataclass
 
+from docpipe.values.jurisdictions import canonical_jurisdiction, find_jurisdictions
 from docpipe.values.kinds import Value
 
 __all__ = ["read_parties", "signature_parties"]
@@ -30,6 +31,9 @@ _SUFFIXES = {
     "a/s", "as", "asa", "oy", "oyj", "se", "sl", "na", "fsb", "pc", "pllc", "bhd", "sdn", "kg", "kgaa", "ltda",
     "sae", "spc", "lda", "cv", "aktiengesellschaft",
 }  # fmt: skip
+# Words that make a name an organisation's without being a corporate suffix.
+_ENTITY_WORDS = {"bank", "association", "university", "trust", "fund", "foundation", "institute", "society",
+                 "authority", "partnership", "partners", "holdings", "group"}  # fmt: skip
 _CONNECTORS = {"of", "and", "the", "for", "de", "du", "des", "la", "le", "van", "von", "der", "den", "y", "e", "&", "und",
                "da", "di", "do", "del", "at"}  # fmt: skip
 # Words that end a name: the descriptor that follows it ("Acme Inc., having its office at ...").
@@ -47,12 +51,13 @@ _ROLE_WORDS = {
     "contractor", "agent", "borrower", "lender", "franchisee", "franchisor", "client", "vendor", "reseller",
     "manufacturer", "provider", "the", "this", "such", "each", "all", "other", "any", "said",
 }  # fmt: skip
-_NOT_ROLES = {"party", "parties", "agreement", "effective date", "contract", "amendment", "term"}
+# The last word of a defined term that names no party: "the "Agreement"", "the "Effective Date"".
+_NOT_ROLES = {"agreement", "date", "contract", "amendment", "term", "act", "period", "order", "addendum"}
 # pypdf writes some punctuation as look-alike characters (";" as the Greek question mark): read them as such.
 _LOOKALIKES = str.maketrans({"\u037e": ";", "\u2010": "-", "\u2011": "-", "\u02ba": '"', "\uff1a": ":"})
-_QUOTES = '"“”‘’«»'
+_QUOTES = '"“”‘’'
 _QUOTED = re.compile(
-    r"(?:‘‘|’’|'')\s*([^\"“”‘’']{1,80}?)\s*(?:[\"“”]|’’|'')|[\"“”«]\s*([^\"“”«»]{1,80}?)\s*[\"“”»]"
+    r"(?:‘‘|’’|'')\s*([^\"“”‘’']{1,80}?)\s*(?:[\"“”]|’’|'')|[\"“”]\s*([^\"“”]{1,80}?)\s*[\"“”]"
     r"|[‘’]\s*([^‘’]{1,80}?)\s*[‘’]"
 )
 # A defined name whose closing quote was lost: '("Celebrity)'.
@@ -77,11 +82,11 @@ _SEPARATOR = re.compile(
     r"|-\s*and\s*-|\b(?:between|among(?:st)?)\b\s*:?\s*|\bBETWEEN\b|\bPREAMBLE\b\s*"
     r"|\b(?:Party\s+[A-Z]|[A-Z][a-z]+\s+Name)\s*:\s*"  # "Party A: Acme Co., Ltd.", "Client Name: ACME, INC."
     # "..., a company organized in Taiwan, HALCYON SYSTEMS GMBH, a German company": a list without "and".
-    r"|,\s+(?=[A-Z][\w&'’\-]*(?:\s+[A-Z&][\w&'’.\-]*){0,6}?,?\s+"
+    r"|,\s+(?=[A-Z][\w&'’\-]*(?:\s+[A-Z&][\w&'’.\-]*){1,6}?,?\s+"
     r"(?i:inc|corp|corporation|company|co|llc|ltd|limited|plc|gmbh|ag|s\.a|n\.v|b\.v|l\.p|l\.l\.c)\b)"
 )
 # A piece of a preamble that is only a separator: ", and ", "; and (2) ", "AND: ".
-_BARE = re.compile(r"[\s,;:()\-]*(?:(?:and|AND|And)\b[\s:]*)?(?:\(\s*\w{1,3}\s*\)|\d\.)?[\s,;:\-]*")
+_BARE = re.compile(r"[\s,;:()\-—–]*(?:(?:and|AND|And)\b[\s:]*)?(?:\(\s*\w{1,3}\s*\)|\d\.)?[\s,;:\-—–]*")
 _ABBREVIATIONS = {"inc", "corp", "co", "ltd", "no", "st", "mr", "mrs", "ms", "dr", "jr", "sr", "bros", "ave", "pty",
                   "pte", "bhd", "plc", "llc", "lp", "nv", "bv", "sa", "na", "ag", "u.s", "s.a", "n.v", "b.v", "l.p"}  # fmt: skip
 _COMPLETE = re.compile(
@@ -94,8 +99,11 @@ _NOT_NAMES = {
     "exhibit", "schedule", "annex", "appendix", "address", "general", "section", "article", "page", "table",
     "contents", "attention", "telephone", "fax", "email", "recitals", "definitions", "source", "date", "name",
     "title", "notice", "signage", "preamble", "witnesseth", "confidential", "witnesses", "witness", "as", "and",
+    "introduction", "background", "purpose", "scope", "term", "termination", "interpretation", "whereas",
 }  # fmt: skip
-_NOT_IN_NAMES = re.compile(r"\b(?:agreement|parties|relating|hereto|hereof|herein|hereunder|between|following)\b", re.I)
+_NOT_IN_NAMES = re.compile(
+    r"\b(?:agreement|parties|relating|hereto|hereof|herein|hereunder|between|following|including)\b", re.I
+)
 _MONTHS = re.compile(
     r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d|\b\d{1,2}(?:st|nd|rd|th)?\s+day\b",
     re.IGNORECASE,
@@ -153,7 +161,8 @@ def _short_insert(chunk: str, at: int) -> int | None:
 def _brand(token: str) -> bool:
     """A name written in lower case on purpose: "i-on", "drkoop.com", "eBay"."""
     core = token.strip(",;:")
-    return bool(re.fullmatch(r"[a-z][\w.\-&]*", core)) and bool(re.search(r"[A-Z.\-0-9]", core[1:].rstrip(".")))
+    inner = core[1:].rstrip(".")
+    return bool(re.fullmatch(r"[a-z][\w.\-&]*", core)) and bool(re.search(r"[A-Z.0-9]", inner) or core[1:2] == "-")
 
 
 def _name_at(chunk: str) -> tuple[int, int] | None:
@@ -166,9 +175,8 @@ def _name_at(chunk: str) -> tuple[int, int] | None:
         return 1, 1 + len(inside.group(1).rstrip(" ,"))
     tokens = list(re.finditer(r"\S+", chunk))
     end = -1
-    taken = 0
-    i = 0
-    skip_to = -1
+    taken = 0  # words of the name so far
+    skip_to = -1  # past a parenthesis kept inside the name
     for i, m in enumerate(tokens):
         if m.start() < skip_to:
             continue
@@ -186,8 +194,9 @@ def _name_at(chunk: str) -> tuple[int, int] | None:
         after_comma = i > 0 and tokens[i - 1].group(0).endswith(",")
         if after_comma and not _is_suffix(token):
             break
-        if word in _STOP_WORDS and not first and not _is_suffix(token) and not (word == "a" and token == "A" and i + 1 < len(tokens)
-                                                       and tokens[i + 1].group(0)[:1].islower()):  # fmt: skip
+        if after_comma and token in ("Co", "CO") and not (i + 1 < len(tokens) and _is_suffix(tokens[i + 1].group(0))):
+            break  # "Stanley, Co Durham", "Boulder, CO": an address
+        if word in _STOP_WORDS and not first and not _is_suffix(token):
             break
         numbered = i + 1 < len(tokens) and _is_suffix(tokens[i + 1].group(0))  # "EWSD 1, LLC"
         if token[0].isdigit() and not first and not re.match(r"\d+[A-Za-z]", token) and not numbered:
@@ -229,6 +238,12 @@ def _plausible(name: str) -> bool:
         return False
     if (len(words) == 1 and _word(name) in _NOT_NAMES) or _NOT_IN_NAMES.search(name) or "..." in name:
         return False
+    if all(_is_suffix(w) for w in words):  # "LLC" alone
+        return False
+    if any(w.endswith(".") and len(w) > 4 and not _is_suffix(w) and "." not in w[:-1] for w in words[:-1]):
+        return False  # "Provision of Services. eGain": a heading and the next sentence
+    if canonical_jurisdiction(name) is not None:  # "VIRGINIA", "Boulder, Colorado": an address read as a name
+        return False
     if re.match(r"(?:[A-Z]|\d{1,2})\.\s|Party\s+[A-Z]\b", name):  # "A. The Company" (a recital), "Party B"
         return False
     return (
@@ -238,18 +253,29 @@ def _plausible(name: str) -> bool:
     )
 
 
+def _term_role(term: str) -> str | None:
+    """`term` as a party's defined name; "" for the parties as a whole ("Party", "Parties"); None for a term that
+    names no party ("Agreement", "Effective Date", "order")."""
+    term = term.strip(" ,.;:")
+    words = term.casefold().split()
+    if not words:
+        return None
+    if words[-1] in ("party", "parties"):
+        return ""
+    if words[-1] in _NOT_ROLES or (re.fullmatch(r"[a-z ]+", term) and term not in ("you", "we", "us")):
+        return None
+    return term
+
+
 def _role(parenthesis: str) -> str | None:
     """The defined name in a parenthesis ("(the "Licensee")" -> "Licensee"); "" when it defines the parties as a
     whole ("(each a "Party")"); None when it defines nothing."""
     for m in _QUOTED.finditer(parenthesis):
-        term = (m.group(1) or m.group(2) or m.group(3) or "").strip(" ,.;:")
-        if not term:
-            continue
-        if term.casefold() in _NOT_ROLES:
-            return "" if "part" in term.casefold() else None
-        return term
+        term = m.group(1) or m.group(2) or m.group(3) or ""
+        if term.strip(" ,.;:"):
+            return _term_role(term)
     half = _HALF_QUOTED.fullmatch(parenthesis)
-    return half.group(1) if half else None
+    return _term_role(half.group(1)) if half else None
 
 
 # A defined name outside parentheses: 'hereinafter referred to as "Company"', "— hereinafter referred to as
@@ -289,29 +315,39 @@ def _markers(segment: str) -> list[_Marker]:
     for m in _BARE_ROLE.finditer(segment):
         if any(a <= m.start() < b for a, b in spans):
             continue
-        term = (m.group(1) or m.group(2) or m.group(3)).strip(" ,.;:")
-        if term.casefold() in _NOT_ROLES:
-            found.append(_Marker(m.start(), m.end(), ""))
-        else:
-            found.append(_Marker(m.start(), m.end(), term))
+        role = _term_role(m.group(1) or m.group(2) or m.group(3))
+        if role is not None:
+            found.append(_Marker(m.start(), m.end(), role))
     return sorted(found, key=lambda m: m.start)
 
 
+_ROLE_SOON = re.compile(r"[^.()]{0,60}\(\s*(?:the\s+)?[\"“‘]")
+
+
 def _segment_end(flat: str, start: int) -> int:
+    """Where the preamble that starts at `start` ends: at "WHEREAS", "RECITALS", "agree as follows" or the end
+    of its sentence."""
     limit = min(len(flat), start + _SEGMENT_REACH)
     end = _END.search(flat, start, limit)
     stop = end.start() if end else limit
     for m in re.finditer(r"([\w)\"”’]+)\.\s+(?=[A-Z])(?!(?:AND|And)\b)", flat[start:stop]):
         word = m.group(1).casefold().rstrip(')"”’')
-        if word not in _ABBREVIATIONS and not re.fullmatch(r"(?:\w\.)*\w", m.group(1)) and len(word) > 1:
-            return start + m.end() - 1
+        if word in _ABBREVIATIONS or re.fullmatch(r"(?:\w\.)*\w", m.group(1)) or len(word) <= 1:
+            continue
+        if _ROLE_SOON.match(flat, start + m.end()):
+            continue  # "... Port Vila. Vanuatu ("the Manufacturer")": an address, not the end of the sentence
+        return start + m.end() - 1
     return stop
 
 
 def _complete(piece: str) -> bool:
     """Whether `piece` ends a whole party (a name with its suffix, descriptor or address), so an "and" after it
     starts the next party rather than continuing a name ("Savings and Loan Association")."""
-    return bool(_COMPLETE.search(piece[-60:]) or re.search(r",\s+(?:a|an)\s", piece))
+    if _COMPLETE.search(piece[-60:]) or re.search(r",\s+(?:a|an)\s", piece):
+        return True
+    tail = piece[-40:].rstrip(" ,.")  # "... located in Philadelphia, Pennsylvania and Jane Doe"
+    places = find_jurisdictions(tail)
+    return bool(places) and places[-1].end == len(tail)
 
 
 def _joint(chunk: str, separator: re.Match[str]) -> bool:
@@ -329,16 +365,19 @@ def _joint(chunk: str, separator: re.Match[str]) -> bool:
 
 
 def _entity_like(name: str, after: str) -> bool:
-    """A name that stands as a party without a defined name: a corporate suffix, capitals, or "X, a ..."."""
+    """A name that stands as a party without a defined name: a corporate suffix or a word such as "Bank" or
+    "University", or a descriptor after it ("X, a ...")."""
     words = name.split()
-    return any(_is_suffix(w) for w in words) or bool(re.match(r"\s*,?\s+(?:a|an)\s", after))
+    return any(_is_suffix(w) or _word(w) in _ENTITY_WORDS for w in words) or bool(
+        re.match(r"\s*,?\s+(?:a|an)\s", after)
+    )
 
 
 def _names_in(chunk: str) -> tuple[list[tuple[int, int]], int | None]:
     """The names in `chunk` (the words between two defined names) and which of them takes the defined name
     that follows: the name that opens the chunk ("and B, a Delaware corporation ("B")"), else the last name
     ("..., a Delaware corporation, and B ("B")"). Other names count when they read as parties by themselves."""
-    found = _names_split(chunk, strict=True) or _names_split(chunk, strict=False)
+    found = _names_split(chunk)
     if not found:
         return [], None
     holder = 0 if found[0][3] else len(found) - 1
@@ -348,13 +387,13 @@ def _names_in(chunk: str) -> tuple[list[tuple[int, int]], int | None]:
     return names, names.index(found[holder][:2])
 
 
-def _names_split(chunk: str, *, strict: bool) -> list[tuple[int, int, bool, bool]]:
+def _names_split(chunk: str) -> list[tuple[int, int, bool, bool]]:
     """The names opening each piece of `chunk` cut at its separators: (start, end, reads as an entity, comes
-    first in the chunk). `strict` keeps "and" inside a name unless what precedes it is a whole party."""
+    first in the chunk). An "and" stays inside a name unless what precedes it is a whole party."""
     cuts = [0]
     for m in _SEPARATOR.finditer(chunk):
         before = chunk[cuts[-1] : m.start()]
-        if strict and _joint(chunk, m) and before.strip(" ,") and not _complete(before):
+        if _joint(chunk, m) and before.strip(" ,—–-") and not _complete(before):
             continue
         if re.match(r"\s*(?:between|among|BETWEEN|AMONG)", m.group(0)):
             cuts = [m.end()]  # "AGREEMENT BETWEEN A AND B ... made by and between A ...": the last one counts
@@ -390,9 +429,9 @@ def _parties_after(flat: str, start: int) -> list[_Party]:
                 continue  # after the last defined name, only what reads as a party by itself
             role = marker.role if k == holder else ""
             parties.append(_Party(chunk[a:b], role, start + at + a, start + at + b))
-        if not marker.role:
+        if marker.start == len(segment):
             break
-        at = marker.end
+        at = marker.end  # past "(each a "Party")" too: "(collectively the "AS Parties") and MusclePharm Corporation"
     return _distinct(parties)
 
 
@@ -444,6 +483,8 @@ def _named_before_role(head: str) -> int | None:
     if first is None:
         return None
     window_start = max(0, first.start - 300)
+    while 0 < window_start < first.start and not head[window_start - 1].isspace():
+        window_start += 1  # start on a whole word
     for token in re.finditer(r"(?<!\S)\S+", head[window_start : first.start]):
         rest = head[window_start + token.start() : first.start]
         span = _name_at(rest)
@@ -503,10 +544,10 @@ _WITNESS = re.compile(r"IN\s+WITNESS\s+WHERE(?:OF|FORE)|In\s+Witness\s+Where(?:o
 _BY = re.compile(r"^\s*(?:By|BY)\b\s*(?:[:._/]|$)")
 _SIGNING = re.compile(
     r"^\s*(?:By|BY|Name|NAME|Title|TITLE|Date|DATE|Its|ITS|Attest|ATTEST|Witness|WITNESS|/s/|Signature|SIGNATURE"
-    r"|Print|PRINT|Address|ADDRESS)\b"
+    r"|Print|PRINT|Address|ADDRESS|Source|SOURCE)\b"
 )
 _STRUCTURE = re.compile(r"^\s*(?:EXHIBIT|Exhibit|SCHEDULE|Schedule|ANNEX|Annex|APPENDIX|Appendix|\[SIGNATURE)")
-_ROLE_LABEL = re.compile(r"^\s*[A-Z][A-Za-z\-]+(?:\s+[A-Z][A-Za-z\-]+)?\s*:\s*")
+_ROLE_LABEL = re.compile(r"^\s*[A-Za-z][A-Za-z\-]+(?:\s+[A-Za-z][A-Za-z\-]+){0,2}\s*:\s*")
 
 
 def _entities(line: str) -> list[str]:

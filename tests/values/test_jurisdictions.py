@@ -220,6 +220,7 @@ def test_a_law_named_for_its_subject_is_not_the_chosen_law() -> None:
 
 def test_no_law_chosen() -> None:
     assert chosen("Each party shall comply with all applicable laws of the United States.") == []
+    assert chosen("Nothing herein shall be construed to require a party to violate the laws of Texas.") == []
     assert chosen("This Amendment shall be governed by the law governing the Agreement.") == []
     assert chosen("Notices shall be sent to 100 Main Street, Dallas, Texas.") == []
     assert chosen("") == []
