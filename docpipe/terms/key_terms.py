@@ -139,21 +139,29 @@ class _Reader:
                 yield sentence, match
 
 
-def _cell(reader: _Reader, kind: str, value: Value, sentence: Sentence, note: str = "") -> Cell:
-    """Returns a present cell of `value` read from `sentence`, after reading the quote again (`supported`)."""
+def _cell(
+    reader: _Reader,
+    kind: str,
+    value: Value,
+    sentence: Sentence,
+    note: str = "",
+    read: Callable[[str], list[Value]] | None = None,
+) -> Cell:
+    """Returns a present cell of `value` read from `sentence`, after reading the quote again (`supported`, with
+    the reader that found it when it is not the kind's own)."""
     quote = reader.quote(sentence, value)
-    problem = supported(kind, value, quote.quote)
+    problem = supported(kind, value, quote.quote, read)
     if problem:
         return Cell("uncertain", quotes=[quote], note=problem, searched=[sentence.section.id])
     return Cell("present", quotes=[quote], note=note, searched=[sentence.section.id], value=value)
 
 
-def supported(kind: str, value: Value, quote: str) -> str:
-    """Returns "" when `quote` gives `value` (a reader of `kind` finds an equal normalized value in it), else
-    the reason it does not: what a reviewer reads in the cell's note."""
+def supported(kind: str, value: Value, quote: str, read: Callable[[str], list[Value]] | None = None) -> str:
+    """Returns "" when `quote` gives `value` (a reader of `kind`, or `read`, finds an equal normalized value in
+    it), else the reason it does not: what a reviewer reads in the cell's note."""
     if kind in ("text", "yes_no"):
         return "" if quote.strip() else "no quote"
-    found = find_values(kind, quote)
+    found = read(quote) if read is not None else find_values(kind, quote)
     if any(_same(kind, f.normalized, value.normalized) for f in found):
         return ""
     seen = ", ".join(dict.fromkeys(f.display for f in found)) or "no " + kind
@@ -722,7 +730,7 @@ def _governing_law(reader: _Reader) -> Cell:
     for sentence in ranked:
         values = governing_law(sentence.text)
         if values:
-            return _cell(reader, "jurisdiction", values[0], sentence)
+            return _cell(reader, "jurisdiction", values[0], sentence, read=governing_law)
     return Cell("not_found", note="No governing-law clause.")
 
 
@@ -861,24 +869,30 @@ def _title(reader: _Reader) -> Cell:
 def _parties(reader: _Reader) -> Cell:
     from docpipe.values.parties import read_parties
 
-    opening = reader.text[:OPENING_CHARS]
-    value = read_parties(opening)
+    value = read_parties(reader.text[: reader.opening_end])
     if value is None:
         return Cell("not_found", note="No parties named in the opening.")
-    names = [p["name"] for p in value.normalized]
-    quotes = []
-    for sentence in reader.opening:
-        if any(_flat(n).casefold() in _flat(sentence.text).casefold() for n in names):
-            quotes.append(reader.quote(sentence, None))
-        if len(quotes) >= 2:
-            break
-    if not quotes:
-        return Cell("uncertain", note="Parties read from the opening, but no sentence of it names them.")
-    joined = " ".join(q.quote for q in quotes)
-    problem = supported("parties", value, joined)
-    if problem:
-        return Cell("uncertain", quotes=quotes, note=problem)
-    return Cell("present", quotes=quotes, searched=[q.section_id for q in quotes], value=value)
+    quotes: list[Citation] = []
+    missing = []
+    for party in value.normalized:
+        name = _flat(str(party["name"])).casefold()
+        sentence = next((s for s in reader.opening if name in _flat(s.text).casefold()), None)
+        if sentence is None:
+            missing.append(str(party["name"]))
+        elif all(
+            q.section_id != sentence.section.id
+            or q.page_start != reader.doc.page_of(sentence.start)
+            or name not in _flat(q.quote).casefold()
+            for q in quotes
+        ):
+            quotes.append(reader.quote(sentence))
+    if missing:
+        return Cell(
+            "uncertain",
+            quotes=quotes,
+            note=f"Parties read from the opening, but no sentence of it names {', '.join(missing)}.",
+        )
+    return Cell("present", quotes=quotes, searched=list(dict.fromkeys(q.section_id for q in quotes)), value=value)
 
 
 def read_key_terms(doc: Document, columns: list[Column]) -> list[Cell]:
