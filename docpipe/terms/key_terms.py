@@ -220,8 +220,8 @@ def _agreement_date(reader: _Reader) -> Cell:
     for sentence in reader.opening:
         for value in _dates_in(sentence):
             before = reader.before(sentence, value, 80)
-            if _NOT_A_MAKING.search(before[-40:]):
-                continue
+            if _NOT_A_MAKING.search(before[-40:]) or _SIGNED.search(before[-60:]):
+                continue  # a filing's date, or a signature's: the signature blocks are read below
             if made is None and (_MADE.search(before) or _EFFECTIVE_BEFORE.search(before)):
                 made = (sentence, value)
             if (
@@ -812,6 +812,8 @@ def _termination_for_convenience(reader: _Reader) -> Cell:
         if not match or re.search(r"\bbreach|\binsolven|\bbankrupt", sentence.text[: match.end()], re.I):
             continue
         who = _WHO.search(sentence.text)
+        if who is None and not re.search(r"\b(?:may|right\s+to|entitled\s+to)\b", sentence.text, re.I):
+            continue  # a heading ("12.3 Termination for Convenience."), not the right itself
         notice = [
             v
             for v in find_values("duration", sentence.text)
@@ -861,7 +863,7 @@ def _title(reader: _Reader) -> Cell:
                     answer=title,
                     quotes=[reader.quote(sentence, value)],
                     searched=[sentence.section.id],
-                    value=None,
+                    value=value,
                 )
     return Cell("not_found", note="No title line in the opening.")
 

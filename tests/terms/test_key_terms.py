@@ -1,0 +1,168 @@
+"""Key terms read offline: each reader on the project's sample contract and on hostile wording, computed
+dates with their derivation, and the guard that drops a value its quote does not give."""
+
+from __future__ import annotations
+
+import pytest
+
+from docpipe.cells import Cell
+from docpipe.embed.hashing import HashingEmbedder
+from docpipe.ingest.sections import split_sections
+from docpipe.pipeline import DocPipe
+from docpipe.settings import Settings
+from docpipe.terms.catalog import KEY_TERMS, key_term_columns
+from docpipe.terms.key_terms import _cell, _Reader, read_key_terms, supported
+from docpipe.tokens import get_token_counter
+from docpipe.types import Document, Page
+from docpipe.values.kinds import Value
+
+SAMPLE = "samples/master_services_agreement.pdf"
+
+
+@pytest.fixture(scope="module")
+def sample_terms(tmp_path_factory):
+    dp = DocPipe(Settings(home=tmp_path_factory.mktemp("home")), embedder=HashingEmbedder())
+    try:
+        grid = dp.terms([SAMPLE])
+    finally:
+        dp.close()
+    return {column.term: cell for column, cell in zip(grid.columns, grid.cells[0])}
+
+
+def _doc(*pages: str) -> Document:
+    settings = Settings()
+    doc = Document(id="ab" * 32, name="contract.pdf", pages=[Page(i + 1, t) for i, t in enumerate(pages)])
+    doc.sections = split_sections(doc, get_token_counter(settings.chunking.tokenizer), settings.chunking)
+    return doc
+
+
+def _terms(doc: Document, *terms: str) -> dict[str, Cell]:
+    columns = key_term_columns(list(terms))
+    return {c.term: cell for c, cell in zip(columns, read_key_terms(doc, columns))}
+
+
+def test_every_key_term_of_the_sample_is_read_with_its_proof(sample_terms):
+    values = {term: cell.value.normalized for term, cell in sample_terms.items() if cell.value is not None}
+    assert values["agreement_date"] == "2025-03-03"
+    assert values["effective_date"] == "2025-03-03"
+    assert values["initial_term"] == {"days": 1095, "count": 3, "unit": "year"}
+    assert values["expiration_date"] == "2028-03-03"
+    assert values["auto_renewal"] is True
+    assert values["renewal_term"]["days"] == 365
+    assert values["notice_period"]["days"] == 60
+    assert values["notice_deadline"] == "2028-01-03"
+    assert values["governing_law"] == "Delaware"
+    assert values["venue"] == "Delaware"
+    assert [(p["name"], p["role"]) for p in values["parties"]] == [
+        ("Northwind Analytics, Inc.", "Provider"),
+        ("Harbor & Vale Logistics LLC", "Customer"),
+    ]
+    assert "twelve (12) months" in values["liability_cap"]["formula"]
+    assert sample_terms["termination_for_convenience"].value.display == "Yes, Either Party, 90 days notice"
+    assert sample_terms["document_title"].value.display == "MASTER SERVICES AGREEMENT"
+    for term, cell in sample_terms.items():
+        assert cell.status == "present", (term, cell.note)
+        assert cell.quotes and all(q.verified and q.quote.strip() for q in cell.quotes), term
+        assert all(q.document_name == "master_services_agreement.pdf" for q in cell.quotes)
+
+
+def test_read_values_are_given_by_their_own_quote(sample_terms):
+    for term in ("agreement_date", "initial_term", "renewal_term", "notice_period", "venue"):
+        cell = sample_terms[term]
+        kind = next(t.kind for t in KEY_TERMS if t.id == term)
+        assert supported(kind, cell.value, cell.quotes[0].quote) == "", term
+        assert cell.value.as_written in cell.quotes[0].quote
+
+
+def test_computed_dates_show_their_derivation_and_both_quotes(sample_terms):
+    expiration = sample_terms["expiration_date"]
+    assert expiration.derivation == "2025-03-03 + 3 years = 2028-03-03"
+    assert {q.page_start for q in expiration.quotes} == {1, 9}  # the start date's page and the term's
+    assert any("three (3) years" in " ".join(q.quote.split()) for q in expiration.quotes)
+    deadline = sample_terms["notice_deadline"]
+    assert deadline.derivation == "2028-03-03 - 60 days = 2028-01-03"
+    assert any("sixty (60) days" in " ".join(q.quote.split()) for q in deadline.quotes)
+    assert sample_terms["effective_date"].derivation == "the date of the agreement: 2025-03-03"
+
+
+def test_a_value_its_quote_does_not_give_drops_to_uncertain():
+    doc = _doc("This Supply Agreement is made as of June 21, 1999 by and between Acme Corp. and Beta LLC.")
+    reader = _Reader(doc)
+    sentence = reader.sentences[0]
+    wrong = Value("date", "2000-06-21", "2000-06-21", "June 21, 1999", 0, 13)
+    cell = _cell(reader, "date", wrong, sentence)
+    assert cell.status == "uncertain" and cell.value is None
+    assert "does not give 2000-06-21" in cell.note and "1999-06-21" in cell.note
+    right = Value("date", "1999-06-21", "1999-06-21", "June 21, 1999", 0, 13)
+    assert _cell(reader, "date", right, sentence).status == "present"
+
+
+def test_the_date_last_signed_below_is_no_date_and_the_signatures_give_one():
+    doc = _doc(
+        "SERVICES AGREEMENT\n\nThis Services Agreement is entered into as of the date last signed below by "
+        'Acme Corp. ("Acme") and Beta LLC ("Beta").\n\n1. Services. Acme shall provide the services.',
+        "IN WITNESS WHEREOF the parties have signed this Agreement.\n\nACME CORP.\nBy: /s/ J. Smith\n"
+        "Date: March 2, 2021\n\nBETA LLC\nBy: /s/ K. Jones\nDate: March 5, 2021\n",
+    )
+    cell = _terms(doc, "agreement_date")["agreement_date"]
+    assert cell.value is not None and cell.value.normalized == "2021-03-05"  # the later signature
+    assert cell.quotes[0].page_start == 2
+
+
+def test_the_first_of_two_governing_law_clauses_and_not_the_place_of_incorporation():
+    doc = _doc(
+        "LICENSE AGREEMENT\n\nThis License Agreement is made on 6/21/99 between Acme Corp., a Delaware "
+        'corporation ("Acme"), and Beta Ltd ("Beta").\n\n12. Governing Law. This Agreement shall be governed by '
+        "the laws of the State of New York, without regard to its conflict of laws rules.\n\n13. Schedule B shall "
+        "be governed by the laws of England and Wales."
+    )
+    cells = _terms(doc, "governing_law", "agreement_date")
+    assert cells["governing_law"].value.normalized == "New York"
+    assert cells["agreement_date"].value.normalized == "1999-06-21"
+
+
+def test_an_expiration_stated_in_words_and_figures_is_computed_from_the_effective_date():
+    doc = _doc(
+        "DISTRIBUTION AGREEMENT\n\nThis Distribution Agreement is entered into as of May 8, 2014 (the "
+        '"Effective Date") by and between Acme Corp. ("Supplier") and Beta LLC ("Distributor").\n\n'
+        "2. Term. This Agreement shall commence on the Effective Date and continue for five (5) years. "
+        "Thereafter it shall renew automatically for successive one (1) year periods unless either party gives "
+        "written notice of non-renewal at least ninety (90) days prior to the end of the then-current term."
+    )
+    cells = _terms(doc, "expiration_date", "renewal_term", "notice_period", "notice_deadline", "auto_renewal")
+    assert cells["expiration_date"].value.normalized == "2019-05-08"
+    assert cells["expiration_date"].derivation == "2014-05-08 + 5 years = 2019-05-08"
+    assert cells["renewal_term"].value.normalized["days"] == 365
+    assert cells["notice_period"].value.normalized["days"] == 90
+    assert cells["notice_deadline"].value.normalized == "2019-02-07"
+    assert cells["auto_renewal"].value.normalized is True
+
+
+def test_an_agreement_until_terminated_is_perpetual_and_a_perpetual_licence_is_not():
+    until = _doc(
+        "AGENCY AGREEMENT\n\nThis Agency Agreement is made as of March 29, 1999 by and between Acme Corp. "
+        '("Company") and Beta LLC ("Agent").\n\n4. Term. This Agreement will become effective as of the date '
+        "first written above and will continue in effect until terminated pursuant to Section 4.2."
+    )
+    assert _terms(until, "expiration_date")["expiration_date"].value.normalized == "perpetual"
+    licence = _doc(
+        "LICENSE AGREEMENT\n\nThis License Agreement is made as of March 29, 1999 by and between Acme Corp. "
+        '("Licensor") and Beta LLC ("Licensee").\n\n2. Grant. Licensor hereby grants to Licensee a perpetual, '
+        "royalty-free license to use the Software."
+    )
+    cell = _terms(licence, "expiration_date")["expiration_date"]
+    assert cell.status == "not_found" and cell.value is None
+
+
+def test_a_contract_without_these_terms_gives_no_values():
+    doc = _doc("MEMO\n\nThe parties met to discuss the weather. Nothing was agreed.")
+    cells = _terms(doc, *[t.id for t in KEY_TERMS])
+    assert {term: cell.value for term, cell in cells.items() if cell.value is not None} == {}
+    assert all(cell.status in ("not_found", "uncertain") and cell.note for cell in cells.values())
+
+
+def test_an_unknown_term_is_not_found_not_an_error():
+    columns = key_term_columns(["governing_law"])
+    doc = _doc("This Agreement shall be governed by the laws of Ontario.")
+    other = [columns[0].__class__("Other", "Other?", "Other?")]
+    assert read_key_terms(doc, other)[0].status == "not_found"
