@@ -170,8 +170,8 @@ def answer_cache_key(
     fingerprint: str,
 ) -> str:
     """Returns the answer-cache key of `request`: the document, question, mode, model and its revision, prompt
-    version, sampling, the index `fingerprint`, the sections given and, for a matter's view of the document,
-    the matter (cache hits never cross a matter)."""
+    version, sampling, the index `fingerprint`, the sections given, the JSON schema the reply must follow (when
+    it has one) and, for a matter's view of the document, the matter (cache hits never cross a matter)."""
     from docpipe.answer.cache import cache_key
 
     extra: dict[str, Any] = {
@@ -182,6 +182,9 @@ def answer_cache_key(
     }
     if doc.matter is not None:
         extra["matter"] = doc.matter
+    if request.json_schema is not None:
+        # A reply bound to a schema (a typed cell's kind and options) is never served for another schema or none.
+        extra["json_schema"] = request.json_schema
     return cache_key(
         document_id=doc.id,
         question=question,

@@ -77,7 +77,14 @@ DIRECT_SAMPLING = SamplingParams(temperature=0.7, top_p=0.8, top_k=20, min_p=0.0
 
 @dataclass(frozen=True, slots=True)
 class GenerationRequest:
-    """One chat to complete: messages, whether the model thinks first, sampling, a thinking budget, priority.
+    """One chat to complete: messages, whether the model thinks first, sampling, a thinking budget, priority,
+    and optionally the JSON schema the answer must follow.
+
+    `json_schema`: the answer (what comes after any thinking) is one JSON value valid against this schema. Engines
+    constrain decoding to it: the in-process vLLM engine with vLLM's structured outputs, the OpenAI-compatible
+    engine with ``response_format`` (``vllm serve`` turns it into the same), the echo engine by building an
+    instance. Thinking stays free text: the grammar starts after ``</think>``. A reply cut by ``max_tokens`` is
+    still cut JSON: callers parse it and treat a reply that does not parse as a failure, never as a value.
 
     >>> r = GenerationRequest.chat("You answer from contracts.", "What is the notice period?", thinking=True)
     >>> r.sampling.temperature, r.messages[-1]["role"]
@@ -90,6 +97,7 @@ class GenerationRequest:
     max_thinking_tokens: int | None = None
     priority: int = PRIORITY_INTERACTIVE  # lower runs first (vLLM's convention)
     request_id: str = ""
+    json_schema: dict[str, Any] | None = None  # the answer is JSON valid against it (see above)
 
     @classmethod
     def chat(

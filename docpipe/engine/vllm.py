@@ -7,6 +7,14 @@ Thinking budget: a thinking request with ``max_thinking_tokens`` runs in two ste
 "Considering the limited time..." line, and the answer is generated from there. The answer never holds
 the thinking; `GenerationResult.thinking_truncated` says when the budget cut it.
 
+Structured outputs: a request with a `GenerationRequest.json_schema` is decoded under vLLM's structured outputs
+(``SamplingParams(structured_outputs=StructuredOutputsParams(json=schema))``, xgrammar). The engine starts with
+Qwen3's reasoning parser in its structured-outputs settings, so the grammar starts after ``</think>``: a thinking
+request thinks in free text and answers in JSON (a budget-cut thought is closed as above, then the continuation,
+whose prompt already holds ``</think>``, is constrained from its first token). The grammar allows no free
+whitespace: measured on the tests' tiny Qwen3, free whitespace let 6 of 6 replies pad the JSON until max_tokens,
+none without it.
+
 Prefix cache: every result carries ``extra["cached_tokens"]``, vLLM's ``RequestOutput.num_cached_tokens``: how
 many of the prompt's tokens the prefix cache served instead of computing them (whole KV blocks; at most the
 prompt less one token, which is always computed to sample from).
@@ -38,7 +46,7 @@ from docpipe.errors import ConfigError, DependencyError, EngineError
 if TYPE_CHECKING:
     from docpipe.settings import EngineSettings
 
-__all__ = ["AsyncVLLMEngine", "VLLMEngine", "engine_args", "settings_args"]
+__all__ = ["AsyncVLLMEngine", "VLLMEngine", "engine_args", "settings_args", "structured_outputs_config"]
 
 logger = logging.getLogger(__name__)
 
@@ -106,8 +114,30 @@ def engine_args(
         kwargs["enable_chunked_prefill"] = False
     if cache_root is not None:
         os.environ.setdefault("VLLM_CACHE_ROOT", str(cache_root))
+    kwargs["structured_outputs_config"] = structured_outputs_config(local if local.exists() else None)
     kwargs.update(extra or {})
     return kwargs
+
+
+def structured_outputs_config(folder: Path | None) -> dict[str, Any]:
+    """Returns vLLM's structured-outputs settings for the model in `folder` (None: a model hub id): xgrammar
+    with no free whitespace in JSON (vLLM reads that switch only from the engine's settings, and only for an
+    explicit xgrammar or guidance backend), and Qwen3's reasoning parser, which starts a request's grammar after
+    ``</think>``. A local model whose tokenizer has no ``</think>`` gets no reasoning parser: the grammar would
+    wait for that token and never apply. Override it with ``engine_kwargs={"structured_outputs_config": ...}``."""
+    config: dict[str, Any] = {"backend": "xgrammar", "disable_any_whitespace": True}
+    if folder is None or _has_think_token(folder):
+        config["reasoning_parser"] = "qwen3"
+    return config
+
+
+def _has_think_token(folder: Path) -> bool:
+    """Returns whether the tokenizer files in `folder` name a ``</think>`` token (Qwen3's end of thinking)."""
+    for name in ("tokenizer.json", "tokenizer_config.json", "added_tokens.json"):
+        path = folder / name
+        if path.is_file() and '"</think>"' in path.read_text(encoding="utf-8", errors="replace"):
+            return True
+    return False
 
 
 #: The vLLM releases docpipe is tested with (the gpu and cpu extras of pyproject.toml pin the same window):
@@ -170,6 +200,12 @@ def _vllm_params(request: GenerationRequest, **override: Any):
     from vllm import SamplingParams
 
     values = {**request.sampling.as_dict(), **override}
+    if request.json_schema is not None:
+        from vllm.sampling_params import StructuredOutputsParams
+
+        # Also on the first pass of a budgeted thought: the reasoning parser holds the grammar back until
+        # </think>, and a model that answers without thinking still answers in JSON.
+        values["structured_outputs"] = StructuredOutputsParams(json=request.json_schema)
     return SamplingParams(**{k: v for k, v in values.items() if v is not None})
 
 
@@ -262,13 +298,15 @@ class VLLMEngine:
         )
         results: list[GenerationResult | None] = [None] * len(requests)
         follow_prompts, follow_index, truncated = [], [], []
-        for i, (_request, output) in enumerate(zip(requests, first)):
+        for i, (request, output) in enumerate(zip(requests, first)):
             choice = output.outputs[0]
             text = choice.text
             if "</think>" in text:
                 follow_prompts.append(prompts[i] + text + ("" if text.endswith("\n\n") else "\n\n"))
                 truncated.append(False)
-            elif choice.finish_reason == "length":
+            elif choice.finish_reason == "length" or request.json_schema is not None:
+                # Cut by the budget; or, asked for JSON, it stopped before </think>: the grammar (held back
+                # until </think>) never applied, so the thought is closed and the JSON asked for.
                 follow_prompts.append(prompts[i] + text + BUDGET_CLOSE)
                 truncated.append(True)
             else:  # the model answered without thinking at all

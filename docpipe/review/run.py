@@ -431,19 +431,25 @@ def row_requests(
     shared_budget: int,
 ) -> list[PendingCell]:
     """Returns row `r`'s cells as engine requests at bulk priority, each with its cell-cache key: a shared
-    context for all of them (`layout` shared) or each column's own sections."""
+    context for all of them (`layout` shared) or each column's own sections. A typed column's request asks for
+    JSON of its kind's schema (`docpipe.terms.model.typed_request`), which its cache key holds."""
     from docpipe.engine.base import PRIORITY_BULK
+    from docpipe.terms.model import typed_question, typed_request
 
     doc = index.doc
     shared = _shared_context(index, contexts, shared_budget) if layout == "shared" else None
     items = []
     for c, column in enumerate(columns):
         hits = shared if shared is not None else contexts[c]
-        question = review_question(column.key, column.question, column.note)
-        request = replace(
-            build_request(question, hits, doc, settings=settings.engine, mode=mode, analysis=True),  # type: ignore[arg-type]
-            priority=PRIORITY_BULK,
-        )
+        if column.kind != "text":
+            question = typed_question(column)
+            request = typed_request(column, hits, doc, settings=settings.engine, mode=mode)
+        else:
+            question = review_question(column.key, column.question, column.note)
+            request = replace(
+                build_request(question, hits, doc, settings=settings.engine, mode=mode, analysis=True),  # type: ignore[arg-type]
+                priority=PRIORITY_BULK,
+            )
         key = answer_cache_key(
             doc,
             request,
@@ -500,10 +506,16 @@ def model_cell(
     item: PendingCell, result: GenerationResult, *, engine: Engine | EngineIdentity, fingerprint: str
 ) -> Cell:
     """Returns the cell of the model's reply: its quotes checked against the sections the cell was given; never
-    ``present`` without a verified quote."""
+    ``present`` without a verified quote. A typed cell's JSON reply is read by `docpipe.terms.model`, its value
+    checked against what the readers find in its quote."""
+    from docpipe.terms.model import typed_column, typed_model_cell
+
     searched = [h.section_id for h in item.hits]
     if result.error:
         return Cell("failed", note=f"The engine failed on this cell: {result.error}", searched=searched)
+    typed = typed_column(item.request)
+    if typed is not None:
+        return typed_model_cell(typed, result, item.hits, item.doc)
     answer = generative_answer(
         item.question, result, item.hits, item.doc, engine=engine.name, model=engine.model, fingerprint=fingerprint
     )

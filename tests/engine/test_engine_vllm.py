@@ -148,6 +148,7 @@ class TestAsyncVLLMEngineContract(_TinyQwen3):
     """The engine contract on `AsyncVLLMEngine`, which lives on one event loop for its whole life."""
 
     exact_stream = False  # the final text is stripped; streamed deltas keep the model's whitespace
+    thinking_budget = False  # AsyncVLLMEngine has no thinking budget: a random thought runs to max_tokens
 
     @pytest.fixture
     def engine(self, engine_and_portal):

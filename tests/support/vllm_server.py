@@ -53,8 +53,8 @@ class VllmServer:
 
 @contextlib.contextmanager
 def vllm_serving(root: Path) -> Iterator[VllmServer]:
-    """Runs `vllm serve` of the tiny Qwen3 (built under `root`, 2,048-token window, qwen3 reasoning parser) until
-    the block ends; skips the test without vllm."""
+    """Runs `vllm serve` of the tiny Qwen3 (built under `root`, 2,048-token window, qwen3 reasoning parser, JSON
+    without free whitespace) until the block ends; skips the test without vllm."""
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("needs vllm: pip install 'docpipe-contracts[cpu]'")
     from docpipe.testing.models import build_tiny_qwen3
@@ -67,6 +67,8 @@ def vllm_serving(root: Path) -> Iterator[VllmServer]:
         "--host", "127.0.0.1", "--port", str(port),
         "--enforce-eager", "--max-model-len", "2048",
         "--reasoning-parser", "qwen3", "--seed", "0",
+        # JSON replies (response_format) without free whitespace: random weights otherwise pad them to max_tokens.
+        "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}',
         # API server, engine core and worker in one process: it starts in about half the time.
         "--distributed-executor-backend", "uni",
     ]  # fmt: skip

@@ -6,6 +6,7 @@ imports only the engine protocol.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +63,19 @@ def request_params(
     }
     if sampling.seed is not None:
         params["seed"] = sampling.seed
+    if request.json_schema is not None:
+        params["response_format"] = response_format(request.json_schema)
     return params
+
+
+def response_format(schema: dict[str, Any]) -> dict[str, Any]:
+    """Returns OpenAI's ``response_format`` asking for JSON valid against `schema`, named by its title. ``vllm
+    serve`` decodes it under its structured outputs; with ``--reasoning-parser`` the grammar starts after the
+    thinking (else a thinking request cannot think). Start it with ``--structured-outputs-config
+    '{"backend": "xgrammar", "disable_any_whitespace": true}'`` so a model cannot pad the JSON with whitespace
+    until max_tokens."""
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "reply"))[:64]
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
 
 def continuation_params(request: GenerationRequest, thinking: str, *, model: str) -> dict[str, Any]:
