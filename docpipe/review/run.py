@@ -124,7 +124,7 @@ def columns_for(
     chosen: list[Column] = []
     if key_terms:
         try:
-            chosen.extend(key_term_columns(None if key_terms is True else list(key_terms)))  # type: ignore[arg-type]
+            chosen.extend(key_term_columns(None if key_terms is True else list(key_terms)))
         except KeyError as exc:
             raise ConfigError(str(exc.args[0])) from None
     if categories or checklist:
@@ -591,8 +591,10 @@ def _offline_row(
             cells[c] = cell
             _put(cache, keys[c], cell, doc)
     for c, (column, hits, vector) in enumerate(zip(columns, contexts, vectors)):
-        cell = cells[c]
-        if cell is None:
+        found = cells[c]
+        if found is not None:
+            cell = found
+        else:
             if column.kind != "text" and column.kind != "yes_no":
                 cell = read_typed_cell(column, hits, doc)
             else:

@@ -280,12 +280,12 @@ def _effective_date(reader: _Reader, agreement: Cell) -> Cell:
         return Cell("not_found", note="The contract names no effective date, and no date of its own.")
     # A contract that speaks of its Effective Date, or of taking effect, without a date of its own for it takes
     # effect on its date ("effective as of the date first written above", "the Effective Date" used throughout).
-    for sentence in [*reader.find(_EFFECTIVE_IS_AGREEMENT), *reader.find(_SPEAKS_OF_EFFECT)]:
+    for said, _match in [*reader.find(_EFFECTIVE_IS_AGREEMENT), *reader.find(_SPEAKS_OF_EFFECT)]:
         return Cell(
             "present",
-            quotes=[*agreement.quotes, reader.quote(sentence[0])],
+            quotes=[*agreement.quotes, reader.quote(said)],
             note="The contract takes effect on its date: it gives its effective date no date of its own.",
-            searched=[*agreement.searched, sentence[0].section.id],
+            searched=[*agreement.searched, said.section.id],
             value=agreement.value,
             derivation=f"the date of the agreement: {agreement.value.display}",
         )
