@@ -230,7 +230,9 @@ def run_grid(
                 f"review cancelled after {counts['done']} of {total} cells; run it again to resume from the cache"
             )
 
-    vectors = embedder.embed([c.query for c in columns])
+    # Offline key terms are read from words: a grid of them alone embeds nothing (and loads no embedder).
+    needs_vectors = engine is not None or any(not c.term for c in columns)
+    vectors = embedder.embed([c.query for c in columns]) if needs_vectors else [None] * len(columns)
     per_cell_budget = min(settings.analysis.budget_tokens, context_budget(settings, engine))
     shared_budget = _shared_budget(settings, engine)
     batch_size = settings.review.batch_size or settings.engine.max_batch_size
@@ -283,12 +285,18 @@ def run_grid(
                 continue
             doc = index.doc
             rows[r] = Row(doc.id, doc.name)
-            contexts = row_contexts(index, columns, vectors, settings=settings, budget=per_cell_budget)
+            # Offline, a key term is read from the whole document by its reader: it needs no retrieval.
+            contexts = row_contexts(
+                index, columns, vectors, settings=settings, budget=per_cell_budget, skip_terms=engine is None
+            )
             if engine is None:
                 work = functools.partial(
                     _offline_row, r, index, columns, contexts, vectors, embedder, settings, fingerprint, cache, record
                 )
-                answering.offline(index, work)
+                if any(c.kind in ("text", "yes_no") and not c.term for c in columns):
+                    answering.offline(index, work)  # the checklist's picker reads the stored sentence vectors
+                else:
+                    work()  # typed readers read words, not vectors: no sentence table to load or make
                 continue
             for item in row_requests(
                 r, index, columns, contexts, engine=engine, settings=settings, fingerprint=fingerprint,
@@ -399,11 +407,20 @@ def resolve_layout(layout: str | None, settings: Settings, mode: str) -> str:
 
 
 def row_contexts(
-    index: SearchIndex, columns: list[Column], vectors: Any, *, settings: Settings, budget: int
+    index: SearchIndex,
+    columns: list[Column],
+    vectors: Any,
+    *,
+    settings: Settings,
+    budget: int,
+    skip_terms: bool = False,
 ) -> list[list[Hit]]:
-    """Returns, per column, the sections retrieved from the row's document for its question."""
+    """Returns, per column, the sections retrieved from the row's document for its question (none for a
+    built-in key term with `skip_terms`: offline, its reader reads the whole document)."""
     return [
-        select_context(
+        []
+        if skip_terms and column.term
+        else select_context(
             index,
             column.query,
             retrieval=settings.retrieval,
