@@ -348,15 +348,25 @@ _ABOUT_TERM = re.compile(r"\b(?:agreement|contract|term|expir\w*)\b", re.IGNOREC
 # continue for", "remain in full force and effect for a period of", "the term ... shall be", "is for".
 _TERM_BEFORE = re.compile(
     r"(?:\b(?:initial\s+)?(?:term|period)\s+(?:of|shall\s+be|will\s+be|is)|\b(?:continue|remain|be|run|last|extend)"
-    r"(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+(?:effect|force))?)?\s+for|\b(?:shall|will)\s+be|\bis)"
+    r"(?:\s+(?:in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+(?:effect|force))?|effective|in\s+effect))?\s+for"
+    r"|\b(?:shall|will)\s+be|\bis|\bend(?:ing)?|\buntil|\b(?:the\s+)?(?:later|earlier)\s+of\s+(?:\(\w+\)\s+)?"
+    r"|\bthe\s+entire)"
     r"(?:\s+(?:for|an?|the|initial|period|term|of|approximately))*\s*[(\"“]?\s*$",
     re.IGNORECASE,
 )
-# After a duration that is not the term: a time after it ends, a notice, a rate.
+# After a duration that is not the term: a time after it ends, a notice, a rate. ("ending two (2) years
+# thereafter", "until five (5) years following the Effective Date" are the term: `_TERM_FROM` lets them be.)
 _NOT_TERM_AFTER = re.compile(
     r"^[\s)\"”]*(?:(?:after|following|from)\s+(?:the\s+)?(?:expir|terminat|receipt|delivery|written|notice|date\s+of\s+"
     r"(?:expir|terminat))|thereafter|prior|before|in\s+advance|notice|written\s+notice|after\s+(?:such|any)|of\s+(?:the|its)"
     r"\s+(?:expir|terminat))",
+    re.IGNORECASE,
+)
+_ENDS_BEFORE = re.compile(r"\b(?:end(?:ing)?|until|expir\w*|later\s+of|earlier\s+of)\b[^.;]{0,40}$", re.IGNORECASE)
+# "until the twentieth (20th) anniversary of the Effective Date": N years.
+_ANNIVERSARY = re.compile(
+    r"\b(?:until|on|expire\w*\s+on|end\w*\s+on)\s+(?:the\s+)?(?P<nth>[\w-]+(?:\s*\(\d+(?:st|nd|rd|th)\))?)\s+anniversary\s+of"
+    r"\s+(?:the|this)\s+(?:Effective\s+Date|date\s+(?:hereof|of\s+this\s+Agreement)|Agreement|Commencement\s+Date)",
     re.IGNORECASE,
 )
 _START = re.compile(
@@ -369,7 +379,7 @@ _START = re.compile(
 _AGREEMENT_RUNS = re.compile(
     r"(?:this|the)\s+(?:Agreement|Contract|Sponsorship|Arrangement)\b[^.;]{0,120}?\b(?:shall|will|is|to)\s+(?:\w+\s+){0,3}?"
     r"(?:continue|remain|be\s+in\s+(?:full\s+)?(?:force|effect)|be\s+effective|expire|run|have\s+a\s+term|commence|be\s+for"
-    r"|last|for\s+(?:a|an|the)\s+(?:initial\s+)?(?:term|period))|\b(?:initial\s+)?term\s+of\s+(?:this|the)\s+(?:Agreement|Contract|license|engagement)|\bthe\s+(?:initial\s+)?"
+    r"|last|for\s+(?:a|an|the)\s+(?:initial\s+)?(?:term|period))|\b(?:initial\s+)?term\s+of\s+(?:this|the)\s+(?:Agreement|Contract|license|engagement|Franchise|Lease|Services?\s+Agreement)|\bthe\s+(?:initial\s+)?"
     r"[\"“]?Term[\"”]?\s+(?:\([^)]*\)\s+)?(?:shall|will|is)|\binitial\s+term\b",
     re.IGNORECASE,
 )
@@ -388,8 +398,25 @@ def _duration_of_term(sentence: Sentence) -> Value | None:
         before = sentence.text[max(0, value.start - 80) : value.start]
         if _NOT_THE_TERM.search(sentence.text[: value.start]):
             break
-        if _TERM_BEFORE.search(before) and not _NOT_TERM_AFTER.search(sentence.text[value.end : value.end + 60]):
+        after = sentence.text[value.end : value.end + 60]
+        if _TERM_BEFORE.search(before) and (not _NOT_TERM_AFTER.search(after) or _ENDS_BEFORE.search(before)):
             return value
+    anniversary = _ANNIVERSARY.search(sentence.text)
+    if anniversary:
+        from docpipe.values.numbers import read_ordinal
+
+        count = read_ordinal(anniversary.group("nth"))
+        if count:
+            words = anniversary.group(0)
+            unit = "year" if count == 1 else "years"
+            return Value(
+                "duration",
+                {"days": 365 * count, "count": count, "unit": "year"},
+                f"{count} {unit}",
+                words,
+                anniversary.start(),
+                anniversary.end(),
+            )
     return None
 
 
