@@ -565,7 +565,8 @@ _RENEWS = re.compile(
 )
 _RENEWS_WHAT = re.compile(r"\b(?:agreement|contract|term|arrangement|appointment|sponsorship)\b", re.IGNORECASE)
 _NOT_A_RENEWAL = re.compile(
-    r"\bpatent|\bwarrant|\btransfer\b|\bsublicens|\bdeadline|\btime\s+(?:for|period)|\bmeans\b|\bcontinuations?\b",
+    r"\bpatent|\bwarrant|\btransfer\b|\bsublicens|\bdeadline|\btime\s+(?:for|period)|\bmeans\b|\bcontinuations?\b"
+    r"|\bpolic(?:y|ies)\b|\binsur",
     re.IGNORECASE,
 )
 _EVERY = re.compile(
@@ -591,40 +592,69 @@ def _renewal_sentences(reader: _Reader) -> list[Sentence]:
     return sorted(found, key=lambda s: not re.search(r"\bterm\b|renew|duration", s.section.heading, re.I))
 
 
+_UNTIL_TERMINATED = re.compile(r"\buntil\s+(?:it\s+is\s+|this\s+Agreement\s+is\s+)?terminated\b", re.IGNORECASE)
+
+
 def _renewal_term(reader: _Reader) -> Cell:
     for sentence in _renewal_sentences(reader):
         match = _RENEWS.search(sentence.text)
         assert match is not None
-        for value in find_values("duration", sentence.text):
+        text = sentence.text
+        found: list[tuple[int, str, Value]] = []
+        for value in find_values("duration", text):
             if value.start < match.start() or value.start > match.end() + 200:
                 continue
-            if _NOTICE_AFTER.search(sentence.text[value.end :]) or _NOTICE_WORD.search(
-                sentence.text[max(0, value.start - 40) : value.start]
+            if _NOTICE_AFTER.search(text[value.end :]) or _NOTICE_WORD.search(
+                text[max(0, value.start - 40) : value.start]
             ):
                 continue
-            return _cell(reader, "duration", value, sentence)
-        every = _EVERY.search(sentence.text, match.start())
-        if every is None:
+            if _NOTICE_NEAR_AFTER.search(text[value.end : value.end + 40]):
+                continue
+            found.append((value.start, "duration", value))
+        every = _EVERY.search(text, match.start())
+        if every is not None:
+            words = every.group(0).casefold()
+            if "month" in words:
+                normalized, display = {"days": 30, "count": 1, "unit": "month"}, "1 month"
+            elif "year" in words or "annual" in words:
+                normalized, display = {"days": 365, "count": 1, "unit": "year"}, "1 year"
+            else:
+                normalized, display = {}, "same"
+            found.append(
+                (
+                    every.start(),
+                    "every",
+                    Value("duration", normalized, display, every.group(0), every.start(), every.end()),
+                )
+            )
+        until = _UNTIL_TERMINATED.search(text, match.start())
+        if until is not None and until.start() < match.end() + 120:
+            found.append(
+                (
+                    until.start(),
+                    "until",
+                    Value(
+                        "duration", {"perpetual": True}, "until terminated", until.group(0), until.start(), until.end()
+                    ),
+                )
+            )
+        if not found:
             continue
-        words = every.group(0).casefold()
-        if "month" in words:
-            normalized, display = {"days": 30, "count": 1, "unit": "month"}, "1 month"
-        elif "year" in words or "annual" in words:
-            normalized, display = {"days": 365, "count": 1, "unit": "year"}, "1 year"
-        else:
+        _, how, value = min(found, key=lambda item: item[0])
+        if how == "duration":
+            return _cell(reader, "duration", value, sentence)
+        if value.display == "same":
             term = _term_duration(reader)
             if term is None:
                 continue
-            value = Value("duration", term[1].normalized, term[1].display, every.group(0), every.start(), every.end())
-            cell = Cell(
+            value = Value("duration", term[1].normalized, term[1].display, value.as_written, value.start, value.end)
+            return Cell(
                 "present",
                 quotes=[reader.quote(sentence, value), reader.quote(term[0], term[1])],
                 searched=[sentence.section.id, term[0].section.id],
                 value=value,
                 derivation=f"the same as the initial term: {term[1].display}",
             )
-            return cell
-        value = Value("duration", normalized, display, every.group(0), every.start(), every.end())
         return Cell("present", quotes=[reader.quote(sentence, value)], searched=[sentence.section.id], value=value)
     return Cell("not_found", note="No renewal of the term.")
 
