@@ -9,9 +9,13 @@ its value: a reviewer sees the value and checks it. Nothing found is ``not_found
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 from docpipe.cells import Cell, Column
 from docpipe.ingest.clauses import sentence_spans
 from docpipe.types import Citation, Document, Hit
+from docpipe.values.kinds import Value
 from docpipe.values.read import find_values
 
 __all__ = ["LINE_CHARS", "line", "read_typed_cell"]
@@ -27,17 +31,29 @@ def line(text: str, limit: int = LINE_CHARS) -> str:
     return flat[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
 
 
+def _reader_for(column: Column) -> Callable[[str], list[Value]]:
+    """Returns the reader of `column`'s values: its kind's, or for a question about the governing law the
+    governing-law reader (the law chosen, not the place of incorporation or of the courts)."""
+    if column.kind == "jurisdiction" and re.search(r"\blaws?\b|\bgovern", column.question, re.IGNORECASE):
+        from docpipe.values.jurisdictions import governing_law
+
+        return governing_law
+    return lambda text: find_values(column.kind, text, column.options)
+
+
 def read_typed_cell(column: Column, hits: list[Hit], doc: Document) -> Cell:
     """Returns the cell of typed `column` read from `hits` (the sections retrieved for it from `doc`)."""
     searched = [h.section_id for h in hits]
-    for hit in sorted(hits, key=lambda h: h.rank):
+    read = _reader_for(column)
+    # The sections that match the question first; the pinned opening (front matter) last.
+    for hit in sorted(hits, key=lambda h: (h.role == "front_matter", h.rank)):
         try:
             section = doc.section(hit.section_id)
         except KeyError:
             continue
         for start, end in sentence_spans(section.text):
             sentence = section.text[start:end]
-            values = find_values(column.kind, sentence, column.options)
+            values = read(sentence)
             if not values:
                 continue
             value = values[0]

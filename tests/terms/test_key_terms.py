@@ -166,3 +166,28 @@ def test_an_unknown_term_is_not_found_not_an_error():
     doc = _doc("This Agreement shall be governed by the laws of Ontario.")
     other = [columns[0].__class__("Other", "Other?", "Other?")]
     assert read_key_terms(doc, other)[0].status == "not_found"
+
+
+def test_typed_questions_offline_are_candidates_with_a_value_and_text_cells_say_something(tmp_path):
+    dp = DocPipe(Settings(home=tmp_path / "home"), embedder=HashingEmbedder())
+    try:
+        grid = dp.review(
+            [SAMPLE],
+            questions=[
+                "Which state's law governs this agreement?::jurisdiction",
+                "How many days' notice to terminate for convenience?::duration",
+                "Can either party terminate for convenience?",
+            ],
+        )
+    finally:
+        dp.close()
+    law, notice, text = grid.cells[0]
+    assert (law.status, law.value.normalized) == (
+        "candidate",
+        "Delaware",
+    )  # the law chosen, not "an Oregon corporation"
+    assert (notice.status, notice.value.normalized["days"]) == ("candidate", 90)
+    assert notice.quotes[0].verified and notice.value.as_written in notice.quotes[0].quote
+    # A text cell offline shows its decisive sentence, cut to a line, not a bare "Candidate".
+    assert text.value is None and text.answer.startswith("Either Party may terminate this Agreement")
+    assert len(text.answer) <= 160 and text.text.startswith("Candidate - Either Party")
