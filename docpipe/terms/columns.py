@@ -16,12 +16,14 @@ A columns file is TOML, one ``[[column]]`` table per column::
     term = "notice_deadline"             # a built-in key term (see `docpipe terms --list`)
 
 Everything is checked before a grid starts: an unknown key, an unknown kind or term, a choice without options
-or options on another kind is refused, naming the file and the line.
+or options on another kind is refused, naming the file and the line. `column_from_table` applies the same rules,
+with the same messages, to one column given as a mapping (a column of a REST request's ``columns``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +32,12 @@ from docpipe.errors import ConfigError
 from docpipe.terms.catalog import KEY_TERMS, key_term, key_term_columns
 from docpipe.values.kinds import KINDS
 
-__all__ = ["MAX_COLUMNS_FILE_BYTES", "load_columns", "parse_question"]
+__all__ = ["COLUMN_FIELDS", "MAX_COLUMNS_FILE_BYTES", "column_from_table", "load_columns", "parse_question"]
 
 MAX_COLUMNS_FILE_BYTES = 256 * 1024  # a columns file names columns; anything bigger is not one
-_FIELDS = ("key", "question", "kind", "options", "term")
+#: What a column may say: its header, question, kind, a choice's options, or a built-in key term.
+COLUMN_FIELDS: tuple[str, ...] = ("key", "question", "kind", "options", "term")
+_FIELDS = COLUMN_FIELDS
 _SPEC = re.compile(r"^(?P<question>.*?)::\s*(?P<kind>[a-z_]+)\s*(?:\[(?P<options>[^\]]*)\])?\s*$", re.DOTALL)
 
 
@@ -102,7 +106,23 @@ def load_columns(path: str | Path) -> list[Column]:
     return columns
 
 
-def _column(table: dict[str, Any], where: str) -> Column:
+def column_from_table(table: Mapping[str, Any], *, where: str) -> Column:
+    """Returns the column a mapping of `COLUMN_FIELDS` describes, checked as a columns file's ``[[column]]``
+    table is (the same rules and messages); a `ConfigError` starting with `where` names the first problem.
+
+    >>> column_from_table({"question": "Who pays shipping?", "kind": "choice", "options": ["Buyer", "Seller"]},
+    ...                   where="columns[0]").options
+    ('Buyer', 'Seller')
+    """
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where}: a column is a table of key, question, kind, options")
+    for name in table:
+        if name not in _FIELDS:
+            raise ConfigError(f"{where}: unknown key {name!r} in a column; use {', '.join(_FIELDS)}")
+    return _column(table, where)
+
+
+def _column(table: Mapping[str, Any], where: str) -> Column:
     values = {name: table.get(name) for name in _FIELDS}
     for name in ("key", "question", "kind", "term"):
         if values[name] is not None and not isinstance(values[name], str):

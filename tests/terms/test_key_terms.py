@@ -11,7 +11,8 @@ from docpipe.ingest.sections import split_sections
 from docpipe.pipeline import DocPipe
 from docpipe.settings import Settings
 from docpipe.terms.catalog import KEY_TERMS, key_term_columns
-from docpipe.terms.key_terms import _cell, _Reader, read_key_terms, supported
+from docpipe.terms.key_terms import read_key_terms, supported
+from docpipe.terms.reading import Reader, read_cell
 from docpipe.tokens import get_token_counter
 from docpipe.types import Document, Page
 from docpipe.values.kinds import Value
@@ -87,14 +88,14 @@ def test_computed_dates_show_their_derivation_and_both_quotes(sample_terms):
 
 def test_a_value_its_quote_does_not_give_drops_to_uncertain():
     doc = _doc("This Supply Agreement is made as of June 21, 1999 by and between Acme Corp. and Beta LLC.")
-    reader = _Reader(doc)
+    reader = Reader(doc)
     sentence = reader.sentences[0]
     wrong = Value("date", "2000-06-21", "2000-06-21", "June 21, 1999", 0, 13)
-    cell = _cell(reader, "date", wrong, sentence)
+    cell = read_cell(reader, "date", wrong, sentence)
     assert cell.status == "uncertain" and cell.value is None
     assert "does not give 2000-06-21" in cell.note and "1999-06-21" in cell.note
     right = Value("date", "1999-06-21", "1999-06-21", "June 21, 1999", 0, 13)
-    assert _cell(reader, "date", right, sentence).status == "present"
+    assert read_cell(reader, "date", right, sentence).status == "present"
 
 
 def test_the_date_last_signed_below_is_no_date_and_the_signatures_give_one():

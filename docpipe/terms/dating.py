@@ -1,0 +1,120 @@
+"""The agreement's dates: the date it was made (the preamble's, else the date last signed) and the date it takes
+effect."""
+
+from __future__ import annotations
+
+import re
+
+from docpipe.cells import Cell
+from docpipe.terms.reading import Reader, Sentence, dates_in, read_cell
+from docpipe.values.kinds import Value
+
+__all__ = ["NOT_A_MAKING", "agreement_date", "effective_date"]
+
+_MADE = re.compile(
+    r"(?:\b(?:dated|made|entered\s+into|executed|signed|concluded|agreed)\b[^.;]{0,60}?|\bas\s+of|\bday\s+of|\bon"
+    r"|\bdate[d]?\s*:?)\s*(?:this|the)?\s*$",
+    re.IGNORECASE,
+)
+_EFFECTIVE_BEFORE = re.compile(
+    r"(?:\beffective(?:\s+(?:as\s+of|on|from|date|beginning))?\s*(?:[:,]\s*)?|\b(?:take|takes|become|becomes)\s+"
+    r"effective(?:\s+(?:as\s+of|on|from))?|\b(?:commenc\w*|beginning|starting)\s+(?:on|as\s+of)"
+    r"|\btakes?\s+effect\s+(?:on|as\s+of)?)\s*(?:this|the)?\s*$",
+    re.IGNORECASE,
+)
+_EFFECTIVE_AFTER = re.compile(r"^[\s,]*\(?\s*(?:the|this)?\s*[\"“”‘’']{0,2}\s*Effective\s*Date", re.IGNORECASE)
+_EFFECTIVE_IS_AGREEMENT = re.compile(
+    r"Effective\s+Date[\"”’]?\s+(?:means|shall\s+mean|is|shall\s+be)\s+the\s+date\s+(?:first\s+(?:written|set\s+forth|"
+    r"above)|of\s+this\s+Agreement|hereof|on\s+which\s+this\s+Agreement\s+(?:is|was|has\s+been)\s+(?:executed|signed))"
+    r"|effective\s+as\s+of\s+the\s+date\s+(?:first\s+(?:written|set\s+forth|above)|hereof|of\s+this\s+Agreement)"
+    r"|(?:this|the)\s+Agreement\s+shall\s+(?:be|become)\s+effective\s+(?:on|as\s+of|upon)\s+the\s+date\s+(?:first|"
+    r"hereof|of)",
+    re.IGNORECASE,
+)
+# A date that dates a filing, not the agreement: EDGAR's page footers ("ACME INC, 8-K, 11/6/2019"), "Filed",
+# "Source:", "Page", and dates a sentence marks as of something else ("amended", "due").
+NOT_A_MAKING = re.compile(
+    r"\b(?:Source|Filed|Page)\b|\bdue\s*$|\bamended\b|\b(?:[0-9A-Z]{1,4}-[0-9A-Z]{1,4}|SC\s+13[DG]|DEFM?\s*14A)(?:/A)?"
+    r"\s*,\s*$",
+    re.IGNORECASE,
+)
+_OWN_LINE = re.compile(r"(?:^|\n)[^\S\n]*(?:dated|date|effective)?[^\S\n]*:?[^\S\n]*$", re.IGNORECASE)
+_LINE_END = re.compile(r"[^\S\n]*(?:\n|$|\()")
+
+
+def agreement_date(reader: Reader) -> Cell:
+    made: tuple[Sentence, Value] | None = None
+    alone: tuple[Sentence, Value] | None = None
+    for sentence in reader.opening:
+        for value in dates_in(sentence):
+            before = reader.before(sentence, value, 80)
+            if NOT_A_MAKING.search(before[-40:]) or _SIGNED.search(before[-60:]):
+                continue  # a filing's date, or a signature's: the signature blocks are read below
+            if made is None and (_MADE.search(before) or _EFFECTIVE_BEFORE.search(before)):
+                made = (sentence, value)
+            if (
+                alone is None
+                and sentence.start + value.start < reader.title_block
+                and _OWN_LINE.search(before)
+                and _LINE_END.match(sentence.text, value.end)
+            ):
+                alone = (sentence, value)
+    chosen = made or alone
+    if chosen is None:
+        signed = _signature_date(reader)
+        if signed is None:
+            return Cell("not_found", note="No date of the agreement in its opening or its signature blocks.")
+        return read_cell(reader, "date", signed[1], signed[0], note="Read from the signature blocks.")
+    return read_cell(reader, "date", chosen[1], chosen[0])
+
+
+_SIGNED = re.compile(
+    r"(?:\b(?<!Effective\s)(?:Date|Dated|Signed\s+on|Executed\s+on)\s*:|/s/[^\n]{0,60}?)[^\S\n]*$", re.IGNORECASE
+)
+
+
+def _signature_date(reader: Reader) -> tuple[Sentence, Value] | None:
+    """Returns the date the last party signed: the latest date written after "Date:" or beside a "/s/"
+    signature in the second half of the document."""
+    tail = [s for s in reader.sentences if s.end >= len(reader.text) * 0.5]
+    signed: list[tuple[str, Sentence, Value]] = []
+    for sentence in tail:
+        for value in dates_in(sentence):
+            if len(str(value.normalized)) != 10:
+                continue
+            if _SIGNED.search(reader.before(sentence, value, 60)):
+                signed.append((str(value.normalized), sentence, value))
+    if not signed:
+        return None
+    _, sentence, value = max(signed, key=lambda item: item[0])
+    return sentence, value
+
+
+_SPEAKS_OF_EFFECT = re.compile(r"\bEffective\s+Date\b")
+
+
+def effective_date(reader: Reader, agreement: Cell) -> Cell:
+    for sentence in reader.sentences:
+        for value in dates_in(sentence):
+            before = reader.before(sentence, value, 60)
+            after = reader.text[sentence.start + value.end : sentence.start + value.end + 40]
+            if NOT_A_MAKING.search(before[-40:]):
+                continue
+            if _EFFECTIVE_AFTER.search(after) or (
+                _EFFECTIVE_BEFORE.search(before) and sentence.start < reader.opening_end
+            ):
+                return read_cell(reader, "date", value, sentence)
+    if agreement.value is None:
+        return Cell("not_found", note="The contract names no effective date, and no date of its own.")
+    # A contract that speaks of its Effective Date, or of taking effect, without a date of its own for it takes
+    # effect on its date ("effective as of the date first written above", "the Effective Date" used throughout).
+    for said, _match in [*reader.find(_EFFECTIVE_IS_AGREEMENT), *reader.find(_SPEAKS_OF_EFFECT)]:
+        return Cell(
+            "present",
+            quotes=[*agreement.quotes, reader.quote(said)],
+            note="The contract takes effect on its date: it gives its effective date no date of its own.",
+            searched=[*agreement.searched, said.section.id],
+            value=agreement.value,
+            derivation=f"the date of the agreement: {agreement.value.display}",
+        )
+    return Cell("not_found", note="The contract speaks of no effective date.")
