@@ -27,7 +27,8 @@ observing middleware, `serve`), `protocol` (the h11 protocol with a head deadlin
 matter of a request), `deps` (what the routes share: the app's state, the caller in a matter, the access log,
 as FastAPI dependencies), `routers` (the endpoints, one router per area), `models` and `review_models` (their
 request and response models), `sse` (server-sent events of a streamed ask), `errors` (docpipe errors as HTTP
-statuses, the body limit), `storage` (stored answers and reports), `jobs` (review jobs), `housekeeping`
+statuses, the body limit), `storage` (stored answers and reports), `jobs` (review and key-terms jobs),
+`job_requests` (what a job is asked, checked: typed columns, key terms), `housekeeping`
 (deletion and retention), `metrics` (Prometheus).
 """
 

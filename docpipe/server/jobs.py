@@ -1,8 +1,9 @@
 """Review jobs: a review grid over a collection, run in the background by `docpipe serve`, one at a time.
 
 A job is a JSON record under ``<home>/jobs/<job id>/job.json`` (folders 0700, files 0600, written atomically),
-with its grid beside it as ``grid.json`` once done. The record holds the request (collection, matter,
-questions, checklist categories, mode, layout), who started it (user and key id, never a secret), its state
+with its grid beside it as ``grid.json`` once done. The record holds the request (collection, matter, its type:
+``review`` or ``terms``, the key-terms table; questions, checklist categories, typed columns, key terms, mode,
+layout: `docpipe.server.job_requests`), who started it (user and key id, never a secret), its state
 (``queued`` -> ``running`` -> ``done`` / ``failed`` / ``cancelled``), its progress (cells done, total, from
 the cell cache, failed; written at most every second while it runs), its times, and what went wrong.
 
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import DocpipeError, StoreError
 from docpipe.review import ReviewCancelled, ReviewGrid, ReviewProgress
+from docpipe.server.job_requests import job_columns
 from docpipe.storage.sealing import Sealer, open_blob, seal_blob
 from docpipe.storage.store import atomic_write, make_private_dir
 
@@ -57,7 +59,7 @@ _RECORD_FORMAT = 1
 _MAX_FAILURES = 200  # failure lines kept in the record (the grid has every failed cell)
 # The library's fix for a missing password names the CLI and Python; over HTTP it is the review's body.
 _CLI_PASSWORD_FIX = "pass the password (--password on the command line, password= in Python)"
-_HTTP_PASSWORD_FIX = 'send its password ("password" in the JSON body of POST /v1/collections/{name}/review)'
+_HTTP_PASSWORD_FIX = 'send its password ("password" in the JSON body of POST /v1/collections/{name}/{route})'
 
 
 class TooManyJobs(Exception):
@@ -431,11 +433,14 @@ class JobRunner:
                 raise _JobError(
                     f"collection {job.collection!r} is gone or empty: add documents to it and post the review again"
                 )
+            key_terms = request.get("key_terms") or False
             grid = self.dp.review(
                 coll,
                 questions=request.get("questions") or None,
                 checklist=bool(request.get("checklist")),
                 categories=request.get("categories") or None,
+                columns=job_columns(request) or None,
+                key_terms=key_terms if isinstance(key_terms, bool) else list(key_terms),
                 mode=request.get("mode") or "think",
                 layout=request.get("layout"),
                 password=password,
@@ -488,7 +493,9 @@ class JobRunner:
         """Returns a failure reason as a client may read it: no server folder in it, the password's fix in
         HTTP terms."""
         text = text.replace(str(self.dp.store.root), "the server's store")
-        return text.replace(_CLI_PASSWORD_FIX, _HTTP_PASSWORD_FIX.replace("{name}", job.collection))
+        route = "terms" if job.request.get("type") == "terms" else "review"
+        fix = _HTTP_PASSWORD_FIX.replace("{name}", job.collection).replace("{route}", route)
+        return text.replace(_CLI_PASSWORD_FIX, fix)
 
     def _clean(self, grid: ReviewGrid, job: Job) -> None:
         """Rewrites the grid's failure reasons for a client (`_client_text`)."""

@@ -1,14 +1,41 @@
-"""The request and response models of the review-job routes (`docpipe.server.routers.review_jobs`)."""
+"""The request and response models of the review-job routes (`docpipe.server.routers.review_jobs`): review
+grids, their typed columns, and the key-terms table."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from docpipe.server.models import Mode, check_unicode
+from docpipe.terms.catalog import KEY_TERMS
 
-__all__ = ["JobList", "JobOut", "JobProgress", "ReviewRequest"]
+__all__ = ["ColumnSpec", "JobList", "JobOut", "JobProgress", "ReviewRequest", "TermsRequest"]
+
+
+class ColumnSpec(BaseModel):
+    """One typed column, as a columns file's ``[[column]]`` table says it (`docpipe.terms.columns`): a question
+    and its kind (and a choice's options), or a built-in key term (and its header)."""
+
+    # Other keys are kept here and refused by the columns' own check, whose message names the keys there are.
+    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": False})
+
+    key: str | None = Field(None, description="The column's header (default: the question, or the key term's).")
+    question: str | None = Field(None, description="The question its cells answer (not with a term).")
+    kind: str | None = Field(
+        None,
+        description="What its cells hold: text (default), yes_no, date, duration, money, percent, jurisdiction, "
+        "parties, choice.",
+    )
+    options: list[str] | None = Field(None, description="A choice column's options: at least two, at most 50.")
+    term: str | None = Field(
+        None, description="A built-in key term's id (e.g. governing_law, notice_deadline): its question and kind."
+    )
+
+    @model_validator(mode="after")
+    def _valid_unicode(self) -> ColumnSpec:
+        check_unicode(self)
+        return self
 
 
 class ReviewRequest(BaseModel):
@@ -16,12 +43,23 @@ class ReviewRequest(BaseModel):
 
     questions: list[str] | None = Field(
         None,
-        description="Free questions, one column each (at most 200 columns in all).",
-        examples=[["What is the notice period for termination for convenience?"]],
+        description="Free questions, one column each (at most 200 columns in all). A question may name what its "
+        'cells hold after "::": "Which law governs?::jurisdiction", "Who pays shipping?::choice[Buyer|Seller]".',
+        examples=[["What is the notice period for termination for convenience?", "Which law governs?::jurisdiction"]],
     )
     checklist: bool = Field(False, description="Add every clause-checklist category as a column (41).")
     categories: list[str] | None = Field(
         None, description="Checklist categories to add as columns, e.g. Governing Law (see the checklist)."
+    )
+    columns: list[ColumnSpec] | None = Field(
+        None,
+        description="Typed columns: {key, question, kind, options} or {term, key}, checked as a columns file is.",
+        examples=[[{"key": "Law", "question": "Which law governs?", "kind": "jurisdiction"}, {"term": "parties"}]],
+    )
+    key_terms: StrictBool | list[str] = Field(
+        False,
+        description="Add the built-in key terms as columns: true for all of them, or a list of their ids "
+        "(POST /v1/collections/{name}/terms asks for them alone).",
     )
     mode: Mode = Field("think", description="Thinking mode of the cells (default think).")
     layout: Literal["auto", "shared", "per_cell"] | None = Field(
@@ -37,6 +75,26 @@ class ReviewRequest(BaseModel):
 
     @model_validator(mode="after")
     def _valid_unicode(self) -> ReviewRequest:
+        check_unicode(self)
+        return self
+
+
+class TermsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    terms: list[str] | None = Field(
+        None,
+        description=f"The key terms' ids (default: all of them): {', '.join(t.id for t in KEY_TERMS)}.",
+        examples=[["governing_law", "expiration_date", "notice_deadline"]],
+    )
+    mode: Mode = Field("think", description="Thinking mode of the cells, with a language model (default think).")
+    password: str | None = Field(
+        None,
+        description="The password of encrypted PDFs in the collection. Held in memory for this run only, never stored.",
+    )
+
+    @model_validator(mode="after")
+    def _valid_unicode(self) -> TermsRequest:
         check_unicode(self)
         return self
 
@@ -58,7 +116,8 @@ class JobOut(BaseModel):
     progress: JobProgress
     user: str = Field(description="Who started it.")
     request: dict[str, Any] = Field(
-        description="What was asked: questions, checklist, categories, mode, layout, password_given."
+        description="What was asked: type (review or terms), questions, checklist, categories, columns, key_terms, "
+        "mode, layout, password_given."
     )
     created: float = Field(description="When it was posted (Unix time).")
     started: float | None = Field(None, description="When it last started running (Unix time).")
@@ -74,11 +133,14 @@ class JobOut(BaseModel):
     message: str | None = Field(None, description="What the request did (cancel).")
     grid: dict[str, Any] | None = Field(
         None,
-        description="When done: the whole grid (rows, columns, every cell with its quotes, the manifest). "
-        "GET /v1/jobs/{id}/grid?format=xlsx|csv|md|json downloads it.",
+        description="When done: the whole grid (rows, columns, every cell with its quotes and typed value, the "
+        "manifest). GET /v1/jobs/{id}/grid?format=xlsx|csv|md|json downloads it; GET /v1/jobs/{id}/deadlines.ics "
+        "its deadlines.",
     )
 
 
 class JobList(BaseModel):
     matter: str
-    jobs: list[JobOut] = Field(description="The matter's review jobs, newest first (without their grids).")
+    jobs: list[JobOut] = Field(
+        description="The matter's review and key-terms jobs, newest first (without their grids)."
+    )

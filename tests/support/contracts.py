@@ -69,6 +69,19 @@ CONTRACTS = {
 }
 NAMED_QUESTION = "What is the notice period for termination for convenience in the Globex Software license agreement?"
 
+# A supply agreement whose key terms are all written out: its term runs to a date and renews unless notice of
+# non-renewal is given 90 days before it ends, so it has both deadlines (expiry 2019-05-07, notice 2019-02-06).
+DATED_SUPPLY = lines_pdf(
+    "SUPPLY AGREEMENT",
+    "This Supply Agreement is made as of May 8, 2014 between Acme Widgets Inc. and Northwind Buyer LLC.",
+    "ARTICLE 1 TERM",
+    "1.1 The term of this Agreement shall commence on May 8, 2014 and continue until May 7, 2019.",
+    "1.2 Thereafter this Agreement renews automatically for successive one (1) year terms unless either party "
+    "gives written notice of non-renewal at least ninety (90) days prior to the expiration of the then-current term.",
+    "ARTICLE 2 GOVERNING LAW",
+    "2.1 This Agreement is governed by the laws of the State of New York.",
+)
+
 # Three supply agreements alike in every clause but their parties and their numbers: a question that names one
 # must be answered from it, not from a look-alike clause of another.
 PARTIES = [

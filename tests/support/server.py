@@ -266,6 +266,9 @@ class Client:
     def review(self, name: str, **body: Any) -> httpx.Response:
         return self.post(f"/v1/collections/{name}/review", json=body)
 
+    def terms(self, name: str, **body: Any) -> httpx.Response:
+        return self.post(f"/v1/collections/{name}/terms", json=body)
+
     def wait(self, job_id: str, *states: str, timeout_s: float = 120) -> dict[str, Any]:
         """Returns the job once its state is one of `states` (default: any finished state)."""
         states = states or ("done", "failed", "cancelled")

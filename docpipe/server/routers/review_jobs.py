@@ -1,12 +1,17 @@
-"""The review-job endpoints: a review grid over a collection runs in the background (`docpipe.server.jobs`);
-the caller polls it, downloads the grid, or cancels it::
+"""The review-job endpoints: a review grid, or the key-terms table, over a collection runs in the background
+(`docpipe.server.jobs`); the caller polls it, downloads the grid, or cancels it::
 
-    POST   /v1/collections/{name}/review   {"questions": [...], "checklist", "categories", "mode", "layout"}
-                                           -> 202, the queued job and its URL (write)
+    POST   /v1/collections/{name}/review   {"questions": [...], "checklist", "categories", "columns", "key_terms",
+                                            "mode", "layout"} -> 202, the queued job and its URL (write)
+    POST   /v1/collections/{name}/terms    {"terms": [...], "mode"}: the key-terms table -> 202, the job (write)
     GET    /v1/jobs                        the matter's jobs, newest first
     GET    /v1/jobs/{id}                   state, progress, failures; when done, the grid (JSON)
     GET    /v1/jobs/{id}/grid?format=      the grid as xlsx, csv, md or json (a download)
+    GET    /v1/jobs/{id}/deadlines.ics     the grid's expirations and notice deadlines as an iCalendar file
     DELETE /v1/jobs/{id}                   cancels a queued or running job (write)
+
+Both kinds of job are one kind of record, run by one runner: a key-terms job is a review whose columns are the
+key terms (its request's ``type`` says which route made it), per matter, resumed from the cell cache.
 
 A job belongs to the matter of the collection it reviews: a key without a grant on that matter gets 404 for
 it, exactly as for an id no job has; reading needs the read role, starting and cancelling write. A job id is
@@ -21,8 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from fastapi import APIRouter, Header, Query, Request, Response
 from starlette.exceptions import HTTPException
 
-from docpipe.errors import ConfigError, InputError, PasswordRequiredError
-from docpipe.review.run import MAX_COLUMNS, columns_for
+from docpipe.errors import InputError, PasswordRequiredError
 from docpipe.server.access import Caller
 from docpipe.server.deps import (
     AuditDep,
@@ -37,15 +41,18 @@ from docpipe.server.deps import (
     open_collection,
 )
 from docpipe.server.errors import error_response
+from docpipe.server.job_requests import question_texts, review_request, terms_request
 from docpipe.server.jobs import Job, JobRunner, TooManyJobs
 from docpipe.server.models import ERROR_RESPONSES
-from docpipe.server.review_models import JobList, JobOut, ReviewRequest
+from docpipe.server.review_models import JobList, JobOut, ReviewRequest, TermsRequest
+from docpipe.terms.calendar import DEFAULT_REMIND_DAYS, deadlines_ics
 
 if TYPE_CHECKING:
+    from docpipe.access.log import AccessLog
     from docpipe.access.matters import MatterStore
+    from docpipe.collection.handle import Collection
     from docpipe.pipeline import DocPipe
     from docpipe.review import ReviewGrid
-    from docpipe.server.options import ServeOptions
 
 __all__ = ["router"]
 
@@ -56,8 +63,10 @@ _MEDIA = {
     "md": "text/markdown; charset=utf-8",
     "json": "application/json",
 }
+_ICS_MEDIA = "text/calendar; charset=utf-8"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _PASSWORD_HEADER = "The password of encrypted PDFs it quotes."
+_NOT_DONE: dict[int | str, dict[str, Any]] = {409: {"description": "The job is not done"}}
 
 router = APIRouter(prefix="/v1", tags=["review jobs"], responses=ERROR_RESPONSES)
 
@@ -81,30 +90,6 @@ def _out(runner: JobRunner, job: Job, *, grid: ReviewGrid | None = None, message
     return body
 
 
-def _check_columns(options: ServeOptions, body: ReviewRequest) -> list[str]:
-    questions = list(body.questions or [])
-    if not questions and not body.checklist and not body.categories:
-        raise ConfigError(
-            'a review needs columns: send "questions" (a list of questions), "checklist": true (every '
-            'clause category), or "categories" (names of checklist categories)'
-        )
-    if len(questions) > MAX_COLUMNS:
-        raise ConfigError(
-            f"{len(questions)} questions in one review; a grid takes at most {MAX_COLUMNS} columns: split them "
-            "over several reviews"
-        )
-    for number, question in enumerate(questions, 1):
-        if len(question) > options.max_question_chars:
-            raise ConfigError(
-                f"question {number} is {len(question)} characters long; keep it under {options.max_question_chars}"
-            )
-    try:
-        columns_for(questions, checklist=body.checklist, categories=body.categories)
-    except ConfigError as exc:
-        raise ConfigError(str(exc).replace("a question is empty", 'a question in "questions" is empty')) from None
-    return questions
-
-
 def _open_grid_documents(
     dp: DocPipe, matters: MatterStore, who: Caller, grid: ReviewGrid, password: str | None
 ) -> None:
@@ -121,12 +106,43 @@ def _open_grid_documents(
         dp.document(record.id, password=password, name=record.name, matter=who.matter)
 
 
+def _submit(
+    request: Request,
+    response: Response,
+    who: Caller,
+    coll: Collection,
+    asked: dict[str, Any],
+    password: str | None,
+    audit: AccessLog,
+    runner: JobRunner,
+) -> Any:
+    """Queues the job `asked` of the collection; returns it (202, with its URL), or 429 past the user's limit."""
+    if not len(coll):
+        raise InputError(
+            f"collection {coll.name} has no documents: add some (POST /v1/collections/{coll.name}/documents)"
+        )
+    job = Job.new(matter=who.matter, collection=coll.name, user=who.user, key_id=who.key_id, request=asked)
+    action = "terms_start" if asked["type"] == "terms" else "review_start"
+    try:
+        with logged(audit, who, action, questions=question_texts(asked), detail=f"collection {coll.name} job {job.id}"):
+            job = runner.submit(job, password=password)
+    except TooManyJobs as exc:
+        return error_response(request, 429, "too_many_jobs", str(exc), {"Retry-After": "30"})
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    return _out(runner, job)
+
+
+_TOO_MANY: dict[int | str, dict[str, Any]] = {
+    429: {"description": "You have the most review jobs queued or running allowed"}
+}
+
+
 @router.post(
     "/collections/{name}/review",
     response_model=JobOut,
     status_code=202,
     summary="Start a review job",
-    responses={429: {"description": "You have the most review jobs queued or running allowed"}},
+    responses=_TOO_MANY,
 )
 def start_review(
     name: str,
@@ -139,34 +155,37 @@ def start_review(
     runner: JobsDep,
     options: OptionsDep,
 ) -> Any:
-    """Queues a review grid of the collection: every document against every question (and checklist
-    category). Returns the job (202) at once; GET its URL for progress and, when done, the grid."""
+    """Queues a review grid of the collection: every document against every question, typed column, key term
+    and checklist category. Returns the job (202) at once; GET its URL for progress and, when done, the grid."""
     coll = open_collection(dp, who, name)
-    questions = _check_columns(options, body)
-    if not len(coll):
-        raise InputError(
-            f"collection {coll.name} has no documents: add some (POST /v1/collections/{coll.name}/documents)"
-        )
-    job = Job.new(
-        matter=who.matter,
-        collection=coll.name,
-        user=who.user,
-        key_id=who.key_id,
-        request={
-            "questions": questions,
-            "checklist": body.checklist,
-            "categories": list(body.categories or []),
-            "mode": body.mode,
-            "layout": body.layout,
-        },
-    )
-    try:
-        with logged(audit, who, "review_start", questions=questions, detail=f"collection {coll.name} job {job.id}"):
-            job = runner.submit(job, password=body.password)
-    except TooManyJobs as exc:
-        return error_response(request, 429, "too_many_jobs", str(exc), {"Retry-After": "30"})
-    response.headers["Location"] = f"/v1/jobs/{job.id}"
-    return _out(runner, job)
+    asked = review_request(options, body)
+    return _submit(request, response, who, coll, asked, body.password, audit, runner)
+
+
+@router.post(
+    "/collections/{name}/terms",
+    response_model=JobOut,
+    status_code=202,
+    summary="Start a key-terms job",
+    responses=_TOO_MANY,
+)
+def start_terms(
+    name: str,
+    body: TermsRequest,
+    request: Request,
+    response: Response,
+    who: Writer,
+    dp: DocPipeDep,
+    audit: AuditDep,
+    runner: JobsDep,
+) -> Any:
+    """Queues the key-terms table of the collection: one row per contract, one typed column per key term (all,
+    or those named), each cell a normalized value with the quotes it was read from. A review job like the
+    others (the same limits, progress, cancel and downloads); without a language model the values come from
+    deterministic readers."""
+    coll = open_collection(dp, who, name)
+    asked = terms_request(body)
+    return _submit(request, response, who, coll, asked, body.password, audit, runner)
 
 
 @router.get("/jobs", response_model=JobList, summary="The matter's review jobs")
@@ -204,7 +223,7 @@ def get_job(
     response_class=Response,
     responses={
         200: {"content": {m.split(";")[0]: {} for m in _MEDIA.values()}, "description": "The grid"},
-        409: {"description": "The job is not done"},
+        **_NOT_DONE,
     },
 )
 def download_grid(
@@ -223,13 +242,7 @@ def download_grid(
     job = _find(runner, who, job_id)
     grid = runner.store.load_grid(job.id) if job.state == "done" else None
     if grid is None:
-        return error_response(
-            request,
-            409,
-            "not_done",
-            f"review job {job.id} is {job.state} ({job.progress['done']} of {job.progress['total']} cells): "
-            + ("GET it again when its state is done" if job.state in ("queued", "running") else "it has no grid"),
-        )
+        return _not_done(request, job)
     with logged(audit, who, "download_review", detail=f"collection {job.collection} job {job.id} {format}"):
         _open_grid_documents(dp, matters, who, grid, x_document_password)
         if format == "xlsx":
@@ -240,10 +253,63 @@ def download_grid(
             data = grid.to_markdown().encode()
         else:
             data = grid.to_json().encode()
-    filename = f"review-{_UNSAFE.sub('_', job.collection)[:60]}-{job.id[:8]}.{format}"
+    return _download(data, _MEDIA[format], f"{_stem(job)}.{format}")
+
+
+@router.get(
+    "/jobs/{job_id}/deadlines.ics",
+    summary="Download a grid's deadlines (iCalendar)",
+    response_class=Response,
+    responses={200: {"content": {"text/calendar": {}}, "description": "The deadlines"}, **_NOT_DONE},
+)
+def download_deadlines(
+    job_id: str,
+    request: Request,
+    who: Reader,
+    dp: DocPipeDep,
+    matters: MattersDep,
+    audit: AuditDep,
+    runner: JobsDep,
+    remind_days: int = Query(
+        DEFAULT_REMIND_DAYS, ge=0, le=366, description="Days before a notice deadline its reminder shows (0: none)."
+    ),
+    x_document_password: str | None = Header(None, description=_PASSWORD_HEADER),
+) -> Response:
+    """Returns the finished grid's deadlines as an iCalendar file to import into a calendar: an all-day event
+    per contract for its expiration and for the last day to give notice of non-renewal (with a reminder), each
+    describing the quotes the date was read from. Its cells that name no whole day are left out; a grid without
+    deadline columns gives an empty calendar."""
+    job = _find(runner, who, job_id)
+    grid = runner.store.load_grid(job.id) if job.state == "done" else None
+    if grid is None:
+        return _not_done(request, job)
+    with logged(audit, who, "download_deadlines", detail=f"collection {job.collection} job {job.id}"):
+        _open_grid_documents(dp, matters, who, grid, x_document_password)
+        data = deadlines_ics(grid, remind_days=remind_days)
+    return _download(data, _ICS_MEDIA, f"{_stem(job, 'deadlines')}.ics")
+
+
+def _not_done(request: Request, job: Job) -> Response:
+    return error_response(
+        request,
+        409,
+        "not_done",
+        f"review job {job.id} is {job.state} ({job.progress['done']} of {job.progress['total']} cells): "
+        + ("GET it again when its state is done" if job.state in ("queued", "running") else "it has no grid"),
+    )
+
+
+def _stem(job: Job, what: str | None = None) -> str:
+    """Returns a download's name without its suffix: ``<what>-<collection>-<id>``, `what` by default the job's
+    type (``review``, or ``terms`` for key terms)."""
+    what = what or ("terms" if job.request.get("type") == "terms" else "review")
+    return f"{what}-{_UNSAFE.sub('_', job.collection)[:60]}-{job.id[:8]}"
+
+
+def _download(data: bytes, media_type: str, filename: str) -> Response:
     return Response(
         data,
-        media_type=_MEDIA[format],
+        media_type=media_type,
         headers={"Content-Disposition": f'attachment; filename="{filename}"', "X-Content-Type-Options": "nosniff"},
     )
 
