@@ -21,7 +21,8 @@ an API call was uploaded only for an app marked launched, and mounting never mar
 
 Modules: `app` (the layout and how it launches), `handlers` (the event handlers), `choices` (the limits and the
 picker values the tabs share), `render` (results as escaped HTML and table rows), `uploads` (reading only what Gradio's upload route stored), `access` (who sees what),
-`tabs` (the Upload, Ask, Batch and Contract analysis tabs), `review_tab` (the Data room tab) and `review_render` (its table and cells), `pageview` (a
+`tabs` (the Upload, Ask, Batch and Contract analysis tabs), `review_tab` (the Data room tab), `terms_view` (its
+Key terms view), `dataroom` (what the two share) and `review_render` (their tables and cells), `pageview` (a
 page rendered with a quote marked, in a bounded child process), `progress` (an upload's progress bar: each
 file's ingestion stage).
 
@@ -95,7 +96,7 @@ def build_app(
 ) -> gr.Blocks:
     """Returns the workbench as a queued `gr.Blocks` (Upload, Ask, Batch, Contract analysis, Data room tabs);
     launch it yourself. Files uploaded into a named collection are asked across from the Ask and Batch tabs and
-    reviewed as a grid in the Data room tab.
+    reviewed as a grid, or read as a key-terms table, in the Data room tab.
 
     Launch it with `launch_kwargs` (`main` does): its ``max_file_size`` makes Gradio refuse big uploads
     before they are stored; the handler checks the size as well. `concurrency` events run at

@@ -1,9 +1,12 @@
 """The workbench's "Data room" tab: a review grid over a collection, filled in as it runs, each cell opened on
-its page with the quote marked, and the grid downloaded as XLSX, CSV or JSON.
+its page with the quote marked, and the grid downloaded as XLSX, CSV or JSON; beside it, the collection's key
+terms (`docpipe.ui.terms_view`).
 
 Choose one of the session's (or, with API keys, the matter's) collections, or upload PDFs into a new or
 existing one (the Upload tab's collection path: the same upload checks and limits); type questions, one per
-line, and/or tick checklist categories; Run. `DocPipe.review` runs in a worker thread and the table is
+line, and/or tick checklist categories; Run. A question may name what its cells hold after ``::``
+(``Which law governs?::jurisdiction``): its cells show the value read, and the column sorts and filters by
+value (`docpipe.ui.review_render`). `DocPipe.review` runs in a worker thread and the table is
 redrawn from its progress events (each finished cell filled in, at most every `STREAM_INTERVAL_S`); the finished grid stays in the session's
 state, on the server. A cell is opened by clicking it in the table or with the pickers below it: its answer,
 note and quotes, and the quote's page rendered with the quote marked (`docpipe.ui.pageview`). Opening a
@@ -16,11 +19,7 @@ import functools
 import html
 import logging
 import os
-import queue
 import tempfile
-import threading
-import time
-from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,11 +27,13 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 from gradio import Request as GradioRequest
 
-from docpipe import CHECKLIST, Citation, DocpipeError, Document, ReviewGrid, ReviewProgress
+from docpipe import CHECKLIST, DocpipeError, Document, ReviewGrid
+from docpipe.review import columns_for
 from docpipe.ui.choices import BUSY, MAX_QUESTION_CHARS, MODES, choice_index, quote_choices
+from docpipe.ui.dataroom import MAX_GRID_CELLS, DataRoom, streamed_review
 from docpipe.ui.handlers import Workbench
-from docpipe.ui.pageview import show_citation
 from docpipe.ui.review_render import cell_html, grid_table, progress_table
+from docpipe.ui.terms_view import TermsView
 from docpipe.ui.uploads import remove_folder
 
 if TYPE_CHECKING:
@@ -51,51 +52,8 @@ logger = logging.getLogger(__name__)
 
 MAX_GRID_QUESTIONS = 50  # free questions per grid (checklist categories come on top: at most all 41)
 MAX_QUESTIONS_TEXT = MAX_GRID_QUESTIONS * (MAX_QUESTION_CHARS + 1)  # the questions box, before it is split
-# Documents x columns of one grid run from the page; a bigger data room is a job for `docpipe review`.
-MAX_GRID_CELLS = 10_000
 STREAM_INTERVAL_S = 0.5  # the table is redrawn at most this often while the grid runs
 EXPORTS = (("xlsx", "XLSX"), ("csv", "CSV"), ("json", "JSON"))
-
-
-def _streamed_review(
-    review: Callable[..., ReviewGrid], names: list[str], columns: list[str], *, skipped: int
-) -> Generator[tuple[Any, ...], None, tuple[ReviewGrid | None, BaseException | None]]:
-    """Runs `review` in a worker thread, yielding the status line and the table as cells finish (at most every
-    `STREAM_INTERVAL_S`; the `skipped` other outputs left as they are); returns the grid, or None and the error it raised.
-    Closing the generator (the page went away) cancels the grid between batches; cells done stay cached."""
-    events: queue.Queue[ReviewProgress | None] = queue.Queue()
-    cancel = threading.Event()
-    outcome: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            outcome["grid"] = review(progress=events.put, cancel=cancel)
-        except BaseException as exc:  # noqa: BLE001 - handed to the generator, which reports it
-            outcome["error"] = exc
-        finally:
-            events.put(None)
-
-    worker = threading.Thread(target=work, name="docpipe-ui-review", daemon=True)
-    done: dict[tuple[int, int], str] = {}
-    last = time.monotonic()
-    try:
-        worker.start()
-        while True:
-            event = events.get()
-            if event is None:
-                break
-            if event.cell is not None:
-                done[(event.row, event.column)] = event.cell.text
-            if time.monotonic() - last >= STREAM_INTERVAL_S:
-                last = time.monotonic()
-                line = f"Running: {event.done} / {event.total} cells done"
-                if event.cached:
-                    line += f" ({event.cached} from the cache)"
-                yield line, progress_table(names, columns, done), *[gr.skip()] * skipped
-        worker.join()
-    finally:
-        cancel.set()  # the page went away mid-grid: stop between batches (cells done stay cached)
-    return outcome.get("grid"), outcome.get("error")
 
 
 @dataclass
@@ -124,6 +82,7 @@ class _Parts:
     page_img: Any
     page_caption: Any
     downloads: list[Any]
+    terms: Any  # the Key terms view's components (`docpipe.ui.terms_view`)
 
 
 class ReviewTab:
@@ -134,12 +93,22 @@ class ReviewTab:
         self.wb = wb
         self.dp = wb.dp
         self.access = wb.access
+        self.room = DataRoom(wb)
+        self.terms = TermsView(self.room)
 
     # -- layout ----------------------------------------------------------------------------------------------
     def build(self, *, docs_state: Any, matter_pick: Any, space: Any, pickers: list[Any], concurrency: int) -> None:
         """Adds the tab to the Blocks being built; `pickers` are the other tabs' document pickers (an upload
         here offers its collection there too)."""
         ui = self._layout()
+        self.terms.wire(
+            ui.terms,
+            collection=ui.collection,
+            password=ui.password,
+            matter_pick=matter_pick,
+            space=space,
+            concurrency=concurrency,
+        )
         ui.tab.select(self.refresh, [matter_pick, space, ui.collection], [ui.collection], api_name=False)
         matter_pick.change(self.refresh, [matter_pick, space, ui.collection], [ui.collection], api_name=False)
         ui.add_btn.click(
@@ -209,40 +178,11 @@ class ReviewTab:
                 type="password",
                 elem_id="dr-password",
             )
-            questions = gr.Textbox(
-                label=f"Questions, one per line (at most {MAX_GRID_QUESTIONS})",
-                lines=4,
-                max_length=MAX_QUESTIONS_TEXT,
-                elem_id="dr-questions",
-            )
-            categories = gr.CheckboxGroup(
-                [c.name for c in CHECKLIST], value=[], label="Checklist categories", elem_id="dr-categories"
-            )
-            mode = gr.Radio(MODES, value="think", label="Thinking mode", elem_id="dr-mode")
-            run_btn = gr.Button("Run", variant="primary", elem_id="dr-run")
-            status = gr.Markdown(elem_id="dr-status")
-            table = gr.Dataframe(
-                headers=["Document"],
-                datatype="str",
-                interactive=False,
-                wrap=True,
-                label="Review grid (click a cell to open it)",
-                elem_id="dr-grid",
-            )
-            with gr.Row():
-                cell_doc = gr.Dropdown(label="Document", choices=[], elem_id="dr-cell-doc")
-                cell_col = gr.Dropdown(label="Question", choices=[], elem_id="dr-cell-col")
-                cell_quote = gr.Dropdown(label="Quote", choices=[], elem_id="dr-cell-quote")
-            cell_out = gr.HTML(elem_id="dr-cell")
-            page_img = gr.Image(
-                label="Page", type="pil", format="png", interactive=False, elem_id="dr-page", buttons=["fullscreen"]
-            )
-            page_caption = gr.Markdown(elem_id="dr-page-caption")
-            with gr.Row():
-                downloads = [
-                    gr.DownloadButton(f"Download {label}", visible=False, elem_id=f"dr-{suffix}")
-                    for suffix, label in EXPORTS
-                ]
+            with gr.Tabs(elem_id="dr-views"):
+                with gr.Tab("Review grid", id="dr-review-view"):
+                    grid = ReviewTab._grid_layout()
+                with gr.Tab("Key terms", id="dr-terms-view"):
+                    terms = TermsView.layout()
         return _Parts(
             folder=folder,
             grid_state=grid_state,
@@ -253,20 +193,63 @@ class ReviewTab:
             add_btn=add_btn,
             add_result=add_result,
             password=password,
-            questions=questions,
-            categories=categories,
-            mode=mode,
-            run_btn=run_btn,
-            status=status,
-            table=table,
-            cell_doc=cell_doc,
-            cell_col=cell_col,
-            cell_quote=cell_quote,
-            cell_out=cell_out,
-            page_img=page_img,
-            page_caption=page_caption,
-            downloads=downloads,
+            terms=terms,
+            **grid,
         )
+
+    @staticmethod
+    def _grid_layout() -> dict[str, Any]:
+        """Lays the review grid's view out: its components, in page order."""
+        questions = gr.Textbox(
+            label=f"Questions, one per line (at most {MAX_GRID_QUESTIONS}); after :: what a cell holds, e.g. "
+            "Which law governs?::jurisdiction",
+            lines=4,
+            max_length=MAX_QUESTIONS_TEXT,
+            elem_id="dr-questions",
+        )
+        categories = gr.CheckboxGroup(
+            [c.name for c in CHECKLIST], value=[], label="Checklist categories", elem_id="dr-categories"
+        )
+        mode = gr.Radio(MODES, value="think", label="Thinking mode", elem_id="dr-mode")
+        run_btn = gr.Button("Run", variant="primary", elem_id="dr-run")
+        status = gr.Markdown(elem_id="dr-status")
+        table = gr.Dataframe(
+            headers=["Document"],
+            datatype="str",
+            interactive=False,
+            wrap=True,
+            label="Review grid (click a cell to open it; typed columns sort and filter by value)",
+            elem_id="dr-grid",
+        )
+        with gr.Row():
+            cell_doc = gr.Dropdown(label="Document", choices=[], elem_id="dr-cell-doc")
+            cell_col = gr.Dropdown(label="Question", choices=[], elem_id="dr-cell-col")
+            cell_quote = gr.Dropdown(label="Quote", choices=[], elem_id="dr-cell-quote")
+        cell_out = gr.HTML(elem_id="dr-cell")
+        page_img = gr.Image(
+            label="Page", type="pil", format="png", interactive=False, elem_id="dr-page", buttons=["fullscreen"]
+        )
+        page_caption = gr.Markdown(elem_id="dr-page-caption")
+        with gr.Row():
+            downloads = [
+                gr.DownloadButton(f"Download {label}", visible=False, elem_id=f"dr-{suffix}")
+                for suffix, label in EXPORTS
+            ]
+        return {
+            "questions": questions,
+            "categories": categories,
+            "mode": mode,
+            "run_btn": run_btn,
+            "status": status,
+            "table": table,
+            "cell_doc": cell_doc,
+            "cell_col": cell_col,
+            "cell_quote": cell_quote,
+            "cell_out": cell_out,
+            "page_img": page_img,
+            "page_caption": page_caption,
+            "downloads": downloads,
+        }
 
     # -- collections -----------------------------------------------------------------------------------------
     def _names(self, matter: str | None, space: str | None, request: Any) -> list[str]:
@@ -303,15 +286,6 @@ class ReviewTab:
         value = name if name in names else (chosen if chosen in names else None)
         return result, docs, *pickers, left, gr.Dropdown(choices=names, value=value)
 
-    def _open(self, name: str | None, matter: str | None, space: str | None, request: Any) -> Collection:
-        """Returns the collection `name` the user may read now (their matter's, or the session's own)."""
-        if not name:
-            raise DocpipeError("choose a collection first, or add PDFs to a new one")
-        coll = self.wb.collection(name, matter, space, request, "read")
-        if not coll.exists:
-            raise DocpipeError(f"there is no collection {name!r} here: choose one from the list")
-        return coll
-
     # -- running a grid --------------------------------------------------------------------------------------
     def _columns(self, text: str | None, categories: list[str] | None) -> tuple[list[str], list[str]]:
         """Returns the free questions and the known checklist categories asked; refuses too many or too long."""
@@ -330,6 +304,7 @@ class ReviewTab:
         chosen = [name for name in known if name in set(categories or [])]
         if not asked and not chosen:
             raise DocpipeError("type questions (one per line) or tick checklist categories first")
+        columns_for(asked, categories=chosen)  # an unknown kind after "::", a question asked twice
         return asked, chosen
 
     def run(
@@ -354,8 +329,8 @@ class ReviewTab:
             yield f"**Error:** {html.escape(str(exc))}", gr.skip(), None, *cleared, *empty_cell, folder, *hidden
             return
         names = [m.name for m in members]
-        columns = chosen + [" ".join(q.split()) for q in asked]  # the grid's order: categories, then questions
-        total = len(names) * (len(asked) + len(chosen))
+        columns = [c.key for c in columns_for(asked, categories=chosen)]  # the grid's: categories, then questions
+        total = len(names) * len(columns)
         yield (
             f"Running: 0 / {total} cells done",
             progress_table(names, columns, {}),
@@ -373,7 +348,9 @@ class ReviewTab:
             mode=mode if mode in MODES else "think",
             password=password or None,
         )
-        grid, error = yield from _streamed_review(review, names, columns, skipped=len(hidden) + 8)
+        grid, error = yield from streamed_review(
+            review, names, columns, skipped=len(hidden) + 8, interval=STREAM_INTERVAL_S
+        )
         if error is not None or grid is None:
             if not isinstance(error, DocpipeError):
                 logger.error("review grid failed", exc_info=error)
@@ -395,7 +372,7 @@ class ReviewTab:
     ) -> tuple[Collection, list[Any], list[str], list[str]]:
         """Returns the collection, its documents and the grid's questions and categories, once the grid is
         allowed (a collection the user may read, not empty, within `MAX_GRID_CELLS`) and recorded."""
-        coll = self._open(name, matter, space, request)
+        coll = self.room.open_collection(name, matter, space, request)
         asked, chosen = self._columns(text, categories)
         members = coll.documents
         if not members:
@@ -459,30 +436,6 @@ class ReviewTab:
         return paths
 
     # -- opening a cell --------------------------------------------------------------------------------------
-    def _grid(self, state: Any, matter: str | None, space: str | None, request: Any) -> tuple[ReviewGrid, Collection]:
-        """Returns the session's finished grid and its collection, checked to be one the user may read now."""
-        if not isinstance(state, dict) or not isinstance(state.get("grid"), ReviewGrid):
-            raise DocpipeError("run a grid first")
-        if self.access.keyed and state.get("matter") != matter:
-            raise DocpipeError("this grid was run in another matter: run it again here")
-        return state["grid"], self._open(state.get("collection"), matter, space, request)
-
-    def _page(
-        self,
-        grid: ReviewGrid,
-        coll: Collection,
-        r: int,
-        quote: Citation,
-        password: str | None,
-        request: Any,
-        matter: Any,
-    ) -> tuple[Any, str]:
-        """Returns the quote's page image and caption; the row's document must be in the collection."""
-        doc = coll.document(grid.rows[r].document_id, password=password or None)
-        view = show_citation(self.dp, doc, quote, password=password or None)
-        self.access.record(request, matter, "page", doc.id)
-        return view.image(), view.caption
-
     def _cell(
         self,
         state: Any,
@@ -495,7 +448,7 @@ class ReviewTab:
         request: Any,
     ) -> tuple[str, Any, Any, str]:
         try:
-            grid, coll = self._grid(state, matter, space, request)
+            grid, coll = self.room.checked_grid(state, matter, space, request)
             r, c = choice_index(r, len(grid.rows)), choice_index(c, len(grid.columns))
         except DocpipeError as exc:
             return f'<div class="dp-err">{html.escape(str(exc))}</div>', gr.Dropdown(choices=[], value=None), None, ""
@@ -511,7 +464,7 @@ class ReviewTab:
                 else next((i for i, quote in enumerate(quotes) if quote.verified), 0)
             )
             picker = gr.Dropdown(choices=quote_choices(quotes), value=str(index))
-            image, caption = self._page(grid, coll, r, quotes[index], password, request, matter)
+            image, caption = self.room.quote_page(grid, coll, r, quotes[index], password, request, matter)
         except DocpipeError as exc:
             return cell_html(grid, r, c), picker, None, f"**Page not shown:** {html.escape(str(exc))}"
         except Exception:  # noqa: BLE001 - the user gets a message, the log gets the traceback
