@@ -26,7 +26,8 @@ _EFFECTIVE_AFTER = re.compile(r"^[\s,]*\(?\s*(?:the|this)?\s*[\"“”‘’']{0
 _EFFECTIVE_IS_AGREEMENT = re.compile(
     r"Effective\s+Date[\"”’]?\s+(?:means|shall\s+mean|is|shall\s+be)\s+the\s+date\s+(?:first\s+(?:written|set\s+forth|"
     r"above)|of\s+this\s+Agreement|hereof|on\s+which\s+this\s+Agreement\s+(?:is|was|has\s+been)\s+(?:executed|signed))"
-    r"|effective\s+as\s+of\s+the\s+date\s+(?:first\s+(?:written|set\s+forth|above)|hereof|of\s+this\s+Agreement)"
+    r"|(?:Agreement|Contract)\b[^.;]{0,60}\beffective\s+as\s+of\s+the\s+date\s+(?:first\s+(?:written|set\s+forth|above)|hereof"
+    r"|of\s+this\s+Agreement)"
     r"|(?:this|the)\s+Agreement\s+shall\s+(?:be|become)\s+effective\s+(?:on|as\s+of|upon)\s+the\s+date\s+(?:first|"
     r"hereof|of)",
     re.IGNORECASE,
@@ -90,7 +91,24 @@ def _signature_date(reader: Reader) -> tuple[Sentence, Value] | None:
     return sentence, value
 
 
-_SPEAKS_OF_EFFECT = re.compile(r"\bEffective\s+Date\b")
+# "“Effective Date” means October 31, 2019".
+_EFFECTIVE_DEFINED = re.compile(r"Effective\s+Date[\"”’]?\s+(?:means|shall\s+mean|is|shall\s+be)\s*$", re.IGNORECASE)
+# The agreement's own Effective Date, not an amendment's or an assignment's.
+_SPEAKS_OF_EFFECT = re.compile(r"(?<!Amendment\s)\bEffective\s+Date\b(?!\s+of\s+[A-Z])")
+# An effective date tied to an event, not to the agreement's date: "the Effective Date means the Closing Date",
+# "shall be effective as of the date the Site becomes operational", "... as of the date of physical completion".
+_EFFECTIVE_EVENT = re.compile(
+    r"[\"“]?Effective\s+Date[\"”]?\s+(?:means|shall\s+mean|has\s+the\s+meaning)"
+    r"|(?:Agreement|Contract)\b[^.;]{0,80}\b(?:be|become|becomes|is|shall\s+be)\s+effective\s+(?:as\s+of|on|upon)\s+(?:that\s+date"
+    r"|the\s+(?:date|day)\s+(?:of|on\s+which|that|when))",
+    re.IGNORECASE,
+)
+# What makes such a definition the agreement's own date after all: its signing, its first paragraph.
+_EVENT_IS_SIGNING = re.compile(
+    r"\b(?:sign\w*|execut\w*|hereof|first\s+(?:written|set\s+(?:forth|out)|above)|(?:initial|first|opening)\s+paragraph"
+    r"|preamble|above|of\s+this\s+(?:Agreement|Contract))",
+    re.IGNORECASE,
+)
 
 
 def effective_date(reader: Reader, agreement: Cell) -> Cell:
@@ -100,14 +118,27 @@ def effective_date(reader: Reader, agreement: Cell) -> Cell:
             after = reader.text[sentence.start + value.end : sentence.start + value.end + 40]
             if NOT_A_MAKING.search(before[-40:]):
                 continue
-            if _EFFECTIVE_AFTER.search(after) or (
-                _EFFECTIVE_BEFORE.search(before) and sentence.start < reader.opening_end
+            if (
+                _EFFECTIVE_AFTER.search(after)
+                or _EFFECTIVE_DEFINED.search(before)
+                or (_EFFECTIVE_BEFORE.search(before) and sentence.start < reader.opening_end)
             ):
                 return read_cell(reader, "date", value, sentence)
     if agreement.value is None:
         return Cell("not_found", note="The contract names no effective date, and no date of its own.")
     # A contract that speaks of its Effective Date, or of taking effect, without a date of its own for it takes
     # effect on its date ("effective as of the date first written above", "the Effective Date" used throughout).
+    for said, match in reader.find(_EFFECTIVE_EVENT):
+        defined = said.text[match.end() : match.end() + 120]
+        if dates_in(said):
+            continue  # "Effective Date means October 31, 2019": a date, read above or by the agreement date
+        if not _EFFECTIVE_IS_AGREEMENT.search(said.text) and not _EVENT_IS_SIGNING.search(defined):
+            return Cell(
+                "uncertain",
+                quotes=[reader.quote(said)],
+                searched=[said.section.id],
+                note="The contract ties its effective date to an event, not to a date it states: read the quote.",
+            )
     for said, _match in [*reader.find(_EFFECTIVE_IS_AGREEMENT), *reader.find(_SPEAKS_OF_EFFECT)]:
         return Cell(
             "present",

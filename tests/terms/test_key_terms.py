@@ -192,3 +192,19 @@ def test_typed_questions_offline_are_candidates_with_a_value_and_text_cells_say_
     # A text cell offline shows its decisive sentence, cut to a line, not a bare "Candidate".
     assert text.value is None and text.answer.startswith("Either Party may terminate this Agreement")
     assert len(text.answer) <= 160 and text.text.startswith("Candidate - Either Party")
+
+
+def test_an_effective_date_tied_to_an_event_is_no_date_and_a_defined_one_is_read():
+    event = _doc(
+        "SUPPLY AGREEMENT\n\nThis Supply Agreement is made as of July 31, 2017 by and between Acme Corp. "
+        '("Supplier") and Beta LLC ("Buyer").\n\n1.4 "Effective Date" means the Completion Date as defined in '
+        "the Purchase Agreement."
+    )
+    cell = _terms(event, "effective_date")["effective_date"]
+    assert cell.status == "uncertain" and cell.value is None  # not the agreement's date: the closing of another deal
+    assert "event" in cell.note and "Completion Date" in cell.quotes[0].quote
+    defined = _doc(
+        "SUPPLY AGREEMENT\n\nThis Supply Agreement is made as of November 5, 2019 by and between Acme Corp. "
+        '("Supplier") and Beta LLC ("Buyer").\n\n1.4 "Effective Date" means October 31, 2019.'
+    )
+    assert _terms(defined, "effective_date")["effective_date"].value.normalized == "2019-10-31"
