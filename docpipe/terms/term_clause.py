@@ -183,6 +183,12 @@ def _moved(start: str, count: int, unit: str) -> str | None:
 
 # The agreement runs until an event, not a date: "shall continue in effect until the expiration of the last
 # Royalty Term", "until the completion of the Services". It has no fixed end.
+# What continues until the event is the agreement or its term itself, not a right, a lien or an obligation it
+# creates ("a continuing security interest ... which shall remain in effect until ...").
+_RUNS_ITSELF = re.compile(
+    r"\b(?:Agreement|Contract|Term)\b[\"”’)]*(?:(?!\b(?:which|that|who|interest|right|license|obligations?)\b)[^.;]){0,60}$",
+    re.IGNORECASE,
+)
 _UNTIL_EVENT = re.compile(
     r"\b(?:continue|remain)\b[^.;]{0,80}?\buntil\s+(?P<event>(?:the\s+)?(?:earlier|later|expiration|expiry|completion|"
     r"termination|last|end|date\s+on\s+which|such\s+time|all|either|one|a\s+party|it\s+is|terminated)[^.;]{0,160})",
@@ -223,6 +229,7 @@ def _term_statement(reader: Reader) -> tuple[str, Sentence, Value] | None:
         match = _UNTIL_EVENT.search(text, 0, limit)
         if (
             match
+            and _RUNS_ITSELF.search(text[max(0, match.start() - 80) : match.start()])
             and not find_values("date", match.group("event"))
             and not find_values("duration", match.group("event"))
         ):
