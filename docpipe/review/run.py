@@ -364,6 +364,12 @@ def finish_grid(
     tokens, which cells came from the cache)."""
     total = len(rows) * len(columns)
     finished = [[cell for cell in row if cell is not None] for row in cells]
+    if engine is not None and any(c.term for c in columns):
+        from docpipe.terms.derive import derive_row
+
+        for row_cells in finished:  # a model's key terms: computed dates from the row's verified values
+            if len(row_cells) == len(columns):
+                derive_row(columns, row_cells)
     manifest = ReviewManifest(
         engine=engine.name if engine else "extractive",
         model=engine.model if engine else None,

@@ -18,6 +18,7 @@ __all__ = [
     "auto_renewal",
     "expiration",
     "initial_term",
+    "moved",
     "notice_deadline",
     "notice_period",
     "renewal_term",
@@ -166,7 +167,7 @@ def initial_term(reader: Reader) -> Cell:
     return read_cell(reader, "duration", found[1], found[0])
 
 
-def _moved(start: str, count: int, unit: str) -> str | None:
+def moved(start: str, count: int, unit: str) -> str | None:
     """Returns `start` (a date, or a year-month or year when the contract gives no more) moved by `count` units;
     None when the precision does not allow it (a year plus months)."""
     from docpipe.values.dates import add_duration
@@ -280,7 +281,7 @@ def expiration(reader: Reader, get: Callable[[str], Cell]) -> Cell:
             "uncertain", quotes=term_cell.quotes, note=f"The term is {term.display}, but its start is not known."
         )
     normalized = term.normalized
-    end = _moved(str(start.normalized), int(normalized["count"]), str(normalized["unit"]))
+    end = moved(str(start.normalized), int(normalized["count"]), str(normalized["unit"]))
     if end is None:
         return Cell(
             "uncertain",
