@@ -57,7 +57,9 @@ _AUTOMATIC = re.compile(
 _NOTICE_AFTER = re.compile(r"^[^.;]{0,40}?\b(?:prior|before|in\s+advance|preceding|ahead)\b", re.IGNORECASE)
 _NOTICE_WORD = re.compile(r"\bnotice|\bnotif", re.IGNORECASE)
 _RENEWAL_NOTICE = re.compile(
-    r"\bnon-?\s*renewal|\bnot\s+to\s+(?:renew|extend)|\bintention\s+not\s+to|\belect\w*\s+not\s+to\s+(?:renew|extend)"
+    r"\b(?:cancel|terminat)\w*\b[^.;]{0,80}\b(?:at|as\s+of|effective\s+(?:on|as\s+of))\s+the\s+(?:end|expiration|expiry)\s+of\s+"
+    r"(?:the|any|each|its)\b"
+    r"|\bnon-?\s*renewal|\bnot\s+to\s+(?:renew|extend)|\bintention\s+not\s+to|\belect\w*\s+not\s+to\s+(?:renew|extend)"
     r"|\bdoes\s+not\s+wish\s+to\s+(?:renew|extend)",
     re.IGNORECASE,
 )
@@ -301,7 +303,9 @@ def expiration(reader: Reader, get: Callable[[str], Cell]) -> Cell:
 # A renewal of the agreement's term: renewed, extended or prolonged, automatically or by option; not a renewal of
 # something else (patents, warranties, a right that is extended to a third party, a deadline).
 _RENEWS = re.compile(
-    r"\b(?:renew\w*|extend\w*|extension|prolong\w*|continue\w*\s+(?:in\s+effect\s+)?from\s+year)", re.I
+    r"\b(?:renew\w*|extend\w*(?!\s+(?:until|through|to\b|beyond))|extension|prolong\w*|continue\w*\s+(?:in\s+effect\s+)?"
+    r"from\s+year|automatically\s+continue\w*|thereafter\s+continue\w*)",
+    re.IGNORECASE,
 )
 _RENEWS_WHAT = re.compile(r"\b(?:agreement|contract|term|arrangement|appointment|sponsorship)\b", re.IGNORECASE)
 _NOT_A_RENEWAL = re.compile(
@@ -430,7 +434,7 @@ _NOT_RENEWAL_NOTICE = re.compile(
 )
 _TERM_END = re.compile(
     r"\b(?:expir\w*|end\s+of|termination\s+of\s+the\s+(?:then|initial|current)|anniversary|renewal"
-    r"|then[\s-]+(?:current|existing))",
+    r"|then[\s-]+(?:current|existing)|(?:following|after)\s+the\s+(?:initial|first)\s+term)",
     re.IGNORECASE,
 )
 
