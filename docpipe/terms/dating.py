@@ -16,6 +16,8 @@ _MADE = re.compile(
     r"|\bdate[d]?\s*:?)\s*(?:this|the)?\s*$",
     re.IGNORECASE,
 )
+# The preamble's "effective as of <date>" dates the agreement too (a term's commencement does not).
+_EFFECTIVE_AS_OF = re.compile(r"\beffective(?:\s+(?:as\s+of|on|from))?\s*(?:[:,]\s*)?(?:this|the)?\s*$", re.IGNORECASE)
 _EFFECTIVE_BEFORE = re.compile(
     r"(?:\beffective(?:\s+(?:as\s+of|on|from|date|beginning))?\s*(?:[:,]\s*)?|\b(?:take|takes|become|becomes)\s+"
     r"effective(?:\s+(?:as\s+of|on|from))?|\b(?:commenc\w*|beginning|starting)\s+(?:on|as\s+of)"
@@ -51,7 +53,7 @@ def agreement_date(reader: Reader) -> Cell:
             before = reader.before(sentence, value, 80)
             if NOT_A_MAKING.search(before[-40:]) or _SIGNED.search(before[-60:]):
                 continue  # a filing's date, or a signature's: the signature blocks are read below
-            if made is None and (_MADE.search(before) or _EFFECTIVE_BEFORE.search(before)):
+            if made is None and (_MADE.search(before) or _EFFECTIVE_AS_OF.search(before)):
                 made = (sentence, value)
             if (
                 alone is None
@@ -74,16 +76,33 @@ _SIGNED = re.compile(
 )
 
 
+# How a contract dates itself where the parties sign: "IN WITNESS WHEREOF the parties have executed this Agreement on
+# the 1st day of June, 2006", "THUS DONE AND SIGNED at Pretoria on this 31st day of March 2001", "This Agreement is
+# dated April 29, 2010"; and a date written beside a signature ("Hamburg, November 19th, 2012 /s/ ...").
+_CLOSING = re.compile(
+    r"\b(?:IN\s+WITNESS\s+WHEREOF|executed\s+(?:this|the)\s+(?:Agreement|Contract)|SIGNED|(?:Agreement|Contract)\s+is\s+dated)\b"
+    r"[^.;]{0,100}$",
+    re.IGNORECASE,
+)
+_SIGNED_AFTER = re.compile(r"[\s,]{0,10}/s/")
+
+
 def _signature_date(reader: Reader) -> tuple[Sentence, Value] | None:
     """Returns the date the last party signed: the latest date written after "Date:" or beside a "/s/"
-    signature in the second half of the document."""
-    tail = [s for s in reader.sentences if s.end >= len(reader.text) * 0.5]
+    signature anywhere in the document (a short agreement signs on its first page)."""
+    tail = reader.sentences
     signed: list[tuple[str, Sentence, Value]] = []
     for sentence in tail:
         for value in dates_in(sentence):
             if len(str(value.normalized)) != 10:
                 continue
-            if _SIGNED.search(reader.before(sentence, value, 60)):
+            before = reader.before(sentence, value, 60)
+            after = reader.text[sentence.start + value.end : sentence.start + value.end + 30]
+            if (
+                _SIGNED.search(before)
+                or _CLOSING.search(sentence.text[max(0, value.start - 120) : value.start])
+                or _SIGNED_AFTER.match(after)
+            ):
                 signed.append((str(value.normalized), sentence, value))
     if not signed:
         return None
