@@ -29,7 +29,7 @@ __all__ = ["DAYS_PER_UNIT", "find_durations", "parse_duration"]
 DAYS_PER_UNIT = {"year": 365, "month": 30, "week": 7, "day": 1, "business_day": 1}
 
 _BUSINESS = frozenset({"business", "working", "banking"})
-_SEP = r"(?:[ \t]{0,3}-[ \t]{0,3}|\s{1,12})"
+_SEP = r"(?:[ \t]{0,3}-\s{0,3}|\s{1,12})"  # "30-day", "30- days", and "30-\ndays" (a PDF line break)
 _S = r"\s{1,12}"
 # What follows a number to make it a length: "years", "-month", " calendar days", " Business Days".
 _UNIT_AFTER = LazyPattern(

@@ -144,3 +144,9 @@ def test_a_megabyte_of_hostile_text_finishes() -> None:
     text = _hostile(["one ", "twenty-", "one hundred and ", "thirty (", "thirty (30) ", "9 ", "1/2/", "days "])
     found = find_durations(text)
     assert all(text[v.start : v.end] == v.as_written for v in found)
+
+
+def test_a_hyphenated_length_broken_across_pdf_lines_is_read():
+    (value,) = find_durations("unless either party provides 30-\ndays advance notice of termination")
+    assert value.normalized == {"days": 30, "count": 30, "unit": "day"}
+    assert value.as_written == "30-\ndays"
