@@ -27,13 +27,6 @@ __all__ = [
 
 # -- term, expiration, renewal, notice ----------------------------------------------------------------------------
 
-_TERM_SENTENCE = re.compile(
-    r"\b(?:initial\s+term|term\s+of\s+(?:this|the)\s+(?:agreement|contract|license)|(?:this|the)\s+(?:agreement|"
-    r"contract)\s+(?:shall|will)\s+(?:commence|continue|remain|be\s+in\s+(?:full\s+)?(?:force|effect)|expire|"
-    r"terminate\s+(?:on|upon)|run|have\s+a\s+term)|shall\s+remain\s+in\s+(?:full\s+)?force|(?:the|its)\s+\"?term\"?\s+"
-    r"(?:shall|will)\s+(?:commence|begin|be|continue|expire|end))",
-    re.IGNORECASE,
-)
 _UNTIL_DATE = re.compile(
     r"\b(?:until|through|expir\w*(?:\s+(?:on|at))?|ending\s+on|ends?\s+on|terminat\w*(?:\s+on)?|conclud\w*(?:\s+on)?|thru"
     r"|to\s+and\s+including|Termination\s+Date|Expiration\s+Date)"
@@ -50,9 +43,6 @@ _RENEWAL = re.compile(
     r"for\s+(?:successive|additional|further|one|two|three|an?\s+additional)|(?:from\s+)?year\s+to\s+year)|"
     r"successive\s+(?:renewal\s+)?(?:periods|terms)|renewal\s+terms?\b|year[\s-]+to[\s-]+year|month[\s-]+to[\s-]+month)",
     re.IGNORECASE,
-)
-_AUTOMATIC = re.compile(
-    r"\bautomatic\w*|\bunless\b[^.]{0,200}\bnotice|\bshall\s+(?:be\s+)?(?:renew|extend)\w*\s+for", re.IGNORECASE
 )
 _NOTICE_AFTER = re.compile(r"^[^.;]{0,40}?\b(?:prior|before|in\s+advance|preceding|ahead)\b", re.IGNORECASE)
 _NOTICE_WORD = re.compile(r"\bnotice|\bnotif", re.IGNORECASE)
