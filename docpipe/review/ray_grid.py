@@ -7,7 +7,7 @@
             -> driver (cells cached as they arrive, progress, the grid and its manifest)
 
 Every step calls the local executor's functions (`docpipe.review.run`: `row_contexts`, `row_requests`,
-`model_cell`, `_offline_row`, `finish_grid`) on the same `DocPipe` settings, so a cell has the same prompt, cache
+`model_cell`, `docpipe.review.offline.offline_row`, `finish_grid`) on the same `DocPipe` settings, so a cell has the same prompt, cache
 key and parsing wherever it ran, and a grid run on Ray and then locally (or the reverse) takes every finished cell
 from the cache. Only the driver writes the cell cache; workers read it, so on a cluster of several nodes the cache
 must be one they all reach (``cache_url`` redis://...), which is checked at start-up.
@@ -28,6 +28,7 @@ from docpipe.answer.core import cache_call, context_budget
 from docpipe.collection.cluster import check_shared_store, connect
 from docpipe.errors import ConfigError, DocpipeError
 from docpipe.review.grid import Cell, Column, ReviewGrid, Row
+from docpipe.review.offline import offline_row
 from docpipe.review.ray_rows import cell_row, worker_pipeline
 from docpipe.review.run import (
     EngineIdentity,
@@ -35,7 +36,6 @@ from docpipe.review.run import (
     ReviewCancelled,
     ReviewProgress,
     _now,
-    _offline_row,
     _shared_budget,
     finish_grid,
     model_cell,
@@ -133,7 +133,7 @@ def _plan_row(row: dict[str, Any], **kw: Any) -> list[dict[str, Any]]:
     if identity is None:
         found: list[tuple[int, Cell]] = []
         work = functools.partial(
-            _offline_row,
+            offline_row,
             r,
             index,
             columns,

@@ -19,7 +19,7 @@ given, mode, model and revision, sampling, prompt version, index fingerprint, ma
 returns: a grid killed halfway and run again recomputes only the cells it lacks. Cells go to the engine in
 batches of `review.batch_size` in document order, two batches in flight, so the engine never idles between
 them and an interactive question (a lower priority value) goes ahead of the grid's waiting batches. Without a
-language model each cell is the checklist's offline finding (``candidate`` / ``not_found``), cached the same way.
+language model each cell is read offline (`docpipe.review.offline`), cached the same way.
 """
 
 from __future__ import annotations
@@ -33,13 +33,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from docpipe.analysis.analyze import candidate_finding
-from docpipe.analysis.checklist import Category, select_categories
+from docpipe.analysis.checklist import select_categories
 from docpipe.answer.core import (
-    CacheOpener,
     answer_cache_key,
     build_request,
-    cache_call,
     cache_put,
     check_question,
     context_budget,
@@ -50,11 +47,11 @@ from docpipe.audit import model_revision
 from docpipe.errors import ConfigError, DocpipeError
 from docpipe.retrieve.fusion import select_context
 from docpipe.review.grid import Cell, Column, ReviewGrid, ReviewManifest, Row
+from docpipe.review.offline import cached_cell, offline_row
 from docpipe.version import __version__
 
 if TYPE_CHECKING:
     from docpipe.answer.answering import Answering
-    from docpipe.embed.base import Embedder
     from docpipe.engine.base import Engine, GenerationRequest, GenerationResult
     from docpipe.retrieve.fusion import SearchIndex
     from docpipe.settings import Settings
@@ -291,7 +288,7 @@ def run_grid(
             )
             if engine is None:
                 work = functools.partial(
-                    _offline_row, r, index, columns, contexts, vectors, embedder, settings, fingerprint, cache, record
+                    offline_row, r, index, columns, contexts, vectors, embedder, settings, fingerprint, cache, record
                 )
                 if any(c.kind in ("text", "yes_no") and not c.term for c in columns):
                     answering.offline(index, work)  # the checklist's picker reads the stored sentence vectors
@@ -302,7 +299,7 @@ def run_grid(
                 r, index, columns, contexts, engine=engine, settings=settings, fingerprint=fingerprint,
                 mode=mode, layout=layout, shared_budget=shared_budget,
             ):  # fmt: skip
-                cell = _cached_cell(cache, item.key)
+                cell = cached_cell(cache, item.key)
                 if cell is not None:
                     record(r, item.column, cell, doc.name)
                     continue
@@ -561,102 +558,6 @@ def model_cell(
         searched=searched,
         thinking=result.thinking,
     )
-
-
-def _offline_row(
-    r: int,
-    index: SearchIndex,
-    columns: list[Column],
-    contexts: list[list[Hit]],
-    vectors: Any,
-    embedder: Embedder,
-    settings: Settings,
-    fingerprint: str,
-    cache: CacheOpener | None,
-    record: Callable[[int, int, Cell, str], None],
-) -> None:
-    """Fills row `r` without a language model, each cell cached: a key term read by its reader
-    (`docpipe.terms.key_terms`, all of a row's key terms at once), another typed column's value read from its
-    sections (`docpipe.terms.typed`), a text or yes/no column the checklist's offline finding with its decisive
-    sentence as the cell's answer."""
-    from docpipe.answer.cache import cache_key
-    from docpipe.terms.key_terms import READER_VERSION, read_key_terms
-    from docpipe.terms.typed import line, read_typed_cell
-
-    doc = index.doc
-    keys = []
-    for column, hits in zip(columns, contexts):
-        typed = {"kind": column.kind, "options": list(column.options), "term": column.term}
-        keys.append(
-            cache_key(
-                document_id=doc.id,
-                question=column.query,
-                mode="review-offline",
-                model=embedder.name,
-                prompt_version=f"{REVIEW_PROMPT_VERSION}+terms{READER_VERSION}"
-                if column.kind != "text"
-                else REVIEW_PROMPT_VERSION,
-                sampling={},
-                extra={
-                    "fingerprint": fingerprint,
-                    "sections": [h.section_id for h in hits] if not column.term else [],
-                    "analysis": settings.analysis.model_dump(mode="json"),
-                    **({"typed": typed} if column.kind != "text" or column.term else {}),
-                    **({"matter": doc.matter} if doc.matter is not None else {}),
-                },
-            )
-        )
-    cells: list[Cell | None] = [_cached_cell(cache, key) for key in keys]
-    missing_terms = [c for c, column in enumerate(columns) if column.term and cells[c] is None]
-    if missing_terms:
-        read = read_key_terms(doc, [columns[c] for c in missing_terms])
-        for c, cell in zip(missing_terms, read):
-            cells[c] = cell
-            _put(cache, keys[c], cell, doc)
-    for c, (column, hits, vector) in enumerate(zip(columns, contexts, vectors)):
-        found = cells[c]
-        if found is not None:
-            cell = found
-        else:
-            if column.kind != "text" and column.kind != "yes_no":
-                cell = read_typed_cell(column, hits, doc)
-            else:
-                category = Category(column.key, column.group or "-", "clause", column.question, "", column.note)
-                category = _with_query(category, column.query)
-                finding = candidate_finding(index, category, hits, vector, embedder=embedder, settings=settings)
-                quotes = [replace(q, document_id=doc.id, document_name=doc.name) for q in finding.quotes]
-                decisive = next((q.highlight or q.quote for q in quotes if q.verified), "")
-                cell = Cell(
-                    finding.status,
-                    answer=line(decisive) if decisive else "",
-                    quotes=quotes,
-                    note=finding.note,
-                    searched=[h.section_id for h in hits],
-                    score=finding.score,
-                )
-            _put(cache, keys[c], cell, doc)
-        record(r, c, cell, doc.name)
-
-
-def _put(cache: CacheOpener | None, key: str, cell: Cell, doc: Document) -> None:
-    if cache is not None and not cell.cached and cell.status != "failed":
-        cache_put(cache, key, cell.to_dict(), doc)
-
-
-def _cached_cell(cache: CacheOpener | None, key: str) -> Cell | None:
-    """Returns the cell stored under `key` in the cell cache, marked as from the cache; None when absent."""
-    stored = cache_call(cache, "get", key) if cache is not None else None
-    if stored is None:
-        return None
-    cell = Cell.from_dict(stored)
-    cell.cached = True
-    return cell
-
-
-def _with_query(category: Category, query: str) -> Category:
-    """Returns `category` whose `query` is `query` (its question plus, for a free question, nothing else)."""
-    search = query[len(category.question) :].strip() if query.startswith(category.question) else query
-    return replace(category, search=search)
 
 
 def _now() -> str:
