@@ -7,11 +7,10 @@ import re
 
 from docpipe.cells import Cell
 from docpipe.terms.reading import OPENING_CHARS, Reader, flat, read_cell
+from docpipe.terms.term_clause import NOTICE_WORD
 from docpipe.types import Citation
 from docpipe.values.kinds import Value
 from docpipe.values.read import find_values
-
-_NOTICE_WORD = re.compile(r"\bnotice|\bnotif", re.IGNORECASE)
 
 __all__ = [
     "governing_law_cell",
@@ -129,8 +128,8 @@ def termination_for_convenience(reader: Reader) -> Cell:
         notice = [
             v
             for v in find_values("duration", sentence.text)
-            if _NOTICE_WORD.search(sentence.text[v.end : v.end + 60])
-            or _NOTICE_WORD.search(sentence.text[max(0, v.start - 30) : v.start])
+            if NOTICE_WORD.search(sentence.text[v.end : v.end + 60])
+            or NOTICE_WORD.search(sentence.text[max(0, v.start - 30) : v.start])
         ]
         parts = ["Yes"]
         if who:

@@ -7,12 +7,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from docpipe.cells import Cell
 from docpipe.ingest.clauses import sentence_spans
 from docpipe.types import Citation, Document, Section
 from docpipe.values.kinds import Value
 from docpipe.values.read import find_values
+
+T = TypeVar("T")
 
 __all__ = [
     "MAX_OPENING_CHARS",
@@ -86,6 +89,14 @@ class Reader:
         self.opening_end = max(OPENING_CHARS, preamble.start() + OPENING_CHARS if preamble else 0)
         self.title_block = max(TITLE_BLOCK_CHARS, preamble.start() if preamble else 0)
         self.opening = [s for s in self.sentences if s.start < self.opening_end] or self.sentences[:20]
+        self._memo: dict[str, Any] = {}
+
+    def once(self, name: str, work: Callable[[Reader], T]) -> T:
+        """Returns `work(self)`, computed once per document: several terms read the same clause (the term
+        statement, the renewal sentences)."""
+        if name not in self._memo:
+            self._memo[name] = work(self)
+        return cast(T, self._memo[name])
 
     def before(self, sentence: Sentence, value: Value, chars: int) -> str:
         """Returns the `chars` characters of the document before `value` (read from `sentence`): a value's

@@ -15,6 +15,7 @@ from docpipe.values.kinds import Value
 from docpipe.values.read import find_values
 
 __all__ = [
+    "NOTICE_WORD",
     "auto_renewal",
     "expiration",
     "initial_term",
@@ -45,7 +46,7 @@ _RENEWAL = re.compile(
     re.IGNORECASE,
 )
 _NOTICE_AFTER = re.compile(r"^[^.;]{0,40}?\b(?:prior|before|in\s+advance|preceding|ahead)\b", re.IGNORECASE)
-_NOTICE_WORD = re.compile(r"\bnotice|\bnotif", re.IGNORECASE)
+NOTICE_WORD = re.compile(r"\bnotice|\bnotif", re.IGNORECASE)
 _RENEWAL_NOTICE = re.compile(
     r"\b(?:cancel|terminat)\w*\b[^.;]{0,80}\b(?:at|as\s+of|effective\s+(?:on|as\s+of))\s+the\s+(?:end|expiration|expiry)\s+of\s+"
     r"(?:the|any|each|its)\b"
@@ -190,6 +191,10 @@ _UNTIL_EVENT = re.compile(
 
 
 def _term_statement(reader: Reader) -> tuple[str, Sentence, Value] | None:
+    return reader.once("term statement", _read_term_statement)
+
+
+def _read_term_statement(reader: Reader) -> tuple[str, Sentence, Value] | None:
     """Returns how the agreement's term is stated, from the first sentence of the term clause that states it
     (sentences of a "Term" section first): ("date", an end date), ("perpetual", the words), ("duration", the
     term), or ("event", the event it runs until)."""
@@ -316,6 +321,10 @@ _AUTOMATIC_RENEWAL = re.compile(
 
 
 def _renewal_sentences(reader: Reader) -> list[Sentence]:
+    return reader.once("renewal sentences", _find_renewal_sentences)
+
+
+def _find_renewal_sentences(reader: Reader) -> list[Sentence]:
     """Returns the sentences that renew or extend the agreement's term, those of a "Term" or "Renewal" section
     first."""
     found = [
@@ -338,7 +347,7 @@ def renewal_term(reader: Reader) -> Cell:
         for value in find_values("duration", text):
             if value.start < match.start() or value.start > match.end() + 200:
                 continue
-            if _NOTICE_AFTER.search(text[value.end :]) or _NOTICE_WORD.search(
+            if _NOTICE_AFTER.search(text[value.end :]) or NOTICE_WORD.search(
                 text[max(0, value.start - 40) : value.start]
             ):
                 continue
@@ -459,7 +468,7 @@ def notice_period(reader: Reader) -> Cell:
             continue
         seen.add(sentence.start)
         stops = _RENEWAL_NOTICE.search(text)
-        if not _NOTICE_WORD.search(text) or not (stops or _TERM_END.search(text) or _AUTOMATIC_RENEWAL.search(text)):
+        if not NOTICE_WORD.search(text) or not (stops or _TERM_END.search(text) or _AUTOMATIC_RENEWAL.search(text)):
             continue
         if not renewals and not stops:
             continue
