@@ -53,7 +53,7 @@ def agreement_date(reader: Reader) -> Cell:
             before = reader.before(sentence, value, 80)
             if NOT_A_MAKING.search(before[-40:]) or _SIGNED.search(before[-60:]):
                 continue  # a filing's date, or a signature's: the signature blocks are read below
-            if made is None and (_MADE.search(before) or _EFFECTIVE_AS_OF.search(before)):
+            if made is None and (_made(sentence, before) or _EFFECTIVE_AS_OF.search(before)):
                 made = (sentence, value)
             if (
                 alone is None
@@ -71,6 +71,19 @@ def agreement_date(reader: Reader) -> Cell:
     return read_cell(reader, "date", chosen[1], chosen[0])
 
 
+# "as of", "day of" and "on" date the making only in a sentence about the agreement itself: "depositors of the
+# Association as of March 31, 1995" dates something else.
+_MAKING_VERB = re.compile(r"\b(?:dated|made|entered|executed|signed|concluded|agreed|date)\b", re.IGNORECASE)
+_THE_AGREEMENT = re.compile(r"\b(?:agreement|contract|amendment|lease|licen[cs]e|memorandum|letter|deed)\b", re.IGNORECASE)
+
+
+def _made(sentence: Sentence, before: str) -> bool:
+    match = _MADE.search(before)
+    if match is None:
+        return False
+    return bool(_MAKING_VERB.search(match.group()) or _THE_AGREEMENT.search(sentence.text))
+
+
 _SIGNED = re.compile(
     r"(?:\b(?<!Effective\s)(?:Date|Dated|Signed\s+on|Executed\s+on)\s*:|/s/[^\n]{0,60}?)[^\S\n]*$", re.IGNORECASE
 )
@@ -85,6 +98,8 @@ _CLOSING = re.compile(
     re.IGNORECASE,
 )
 _SIGNED_AFTER = re.compile(r"[\s,]{0,10}/s/")
+# A signature block that labels its blanks below them: "03/24/06  03/24/06" over "______  ______" over "Date  Date".
+_LABEL_BELOW = re.compile(r"[^\n]{0,80}\n(?:[ \t\xa0_]*\n)?[ \t\xa0_]*Date(?:[ \t\xa0]+Date)*[ \t\xa0]*(?:\n|$)")
 
 
 def _signature_date(reader: Reader) -> tuple[Sentence, Value] | None:
@@ -97,11 +112,12 @@ def _signature_date(reader: Reader) -> tuple[Sentence, Value] | None:
             if len(str(value.normalized)) != 10:
                 continue
             before = reader.before(sentence, value, 60)
-            after = reader.text[sentence.start + value.end : sentence.start + value.end + 30]
+            after = reader.text[sentence.start + value.end : sentence.start + value.end + 200]
             if (
                 _SIGNED.search(before)
                 or _CLOSING.search(sentence.text[max(0, value.start - 120) : value.start])
                 or _SIGNED_AFTER.match(after)
+                or _LABEL_BELOW.match(after)
             ):
                 signed.append((str(value.normalized), sentence, value))
     if not signed:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar, cast
 from docpipe.cells import Cell
 from docpipe.ingest.clauses import sentence_spans
 from docpipe.types import Citation, Document, Section
+from docpipe.values.dates import MONTHS
 from docpipe.values.kinds import Value
 from docpipe.values.read import find_values
 
@@ -65,11 +66,29 @@ def document_sentences(doc: Document) -> list[Sentence]:
             covered = max(covered, end)
         if covered < len(section.text):
             spans.append((covered, len(section.text)))
-        for start, end in spans:
+        for start, end in _joined(section.text, spans):
             text = section.text[start:end]
             if text.strip():
                 sentences.append(Sentence(section.start + start, section.start + end, text, section))
     return sentences
+
+
+# Where a sentence splitter breaks in the middle of a date: after a month's name with a period ("April. 1st
+# 2019") or after the label of a date ("Date: 3-14-18"). "may." ends sentences.
+_UNFINISHED = re.compile(
+    rf"(?:\b(?:{'|'.join(m for m in MONTHS if m != 'may')})\.|\bDated?\s*:)\s*$", re.IGNORECASE
+)
+
+
+def _joined(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Returns `spans` with each span that ends unfinished (`_UNFINISHED`) joined to the span after it."""
+    joined: list[tuple[int, int]] = []
+    for start, end in spans:
+        if joined and _UNFINISHED.search(text, joined[-1][0], joined[-1][1]):
+            joined[-1] = (joined[-1][0], end)
+        else:
+            joined.append((start, end))
+    return joined
 
 
 def flat(text: str) -> str:

@@ -18,7 +18,8 @@ Rules a reader should know:
   fall on the right side of it, and it is the rule Python and the C library already apply.
 - Numeric dates with slashes or dashes are month first ("6/7/99" is June 7), the American order of most
   contracts in English; when the first number cannot be a month ("18/9/2008") they are day first. Dotted dates
-  ("21.06.1999") are day first, as in the European contracts that write them.
+  ("21.06.1999") are day first, as in the European contracts that write them. Dashes with a two-digit year
+  ("3-14-18") are a date only after a "Date:" label: elsewhere they are as likely a part number.
 - "perpetual", "in perpetuity" and "until terminated" read as the date "perpetual" (an agreement with no end)
   unless `perpetual=False`.
 
@@ -80,6 +81,8 @@ _COMMA = rf"{_S0},?{_S0}"
 _DAY = rf"(?P<day>{ORDINAL})"
 _OF = rf"(?:{any_case(['of'])}){_S}"
 _DAY_WORD = rf"(?:{_S}(?:{any_case(['day'])})(?![A-Za-z]))?(?:{_S}(?:{any_case(['of the month of', 'of'])}))?"
+# "this 20th day of Friday, March 2020": a weekday written between the day and its month.
+_WEEKDAY = rf"(?:{any_case(['monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday', 'sunday'])})(?![A-Za-z])"
 # A blank left for the date: "___", "[*]", "[ ]", "[●]", "[__]"; never after "$" (a blank amount). Each opens on
 # its literal character and looks back after it, so the engine can skip ahead to "_" and "[".
 _BLANK = r"(?:_(?<![_$]_)_+(?!_)|\[(?<!\$\[)[^\]\n]{0,6}\])"
@@ -96,10 +99,10 @@ _FORMS: list[tuple[str, str]] = [
         rf"|{_S0}(?P<blank>{_BLANK}){_COMMA}(?P<blank_year>(?:19|20)\d{{2}})(?!\d)"
         rf"|{_COMMA}(?:{_OF})?(?P<month_year>(?:19|20)\d{{2}})(?!\d))",
     ),
-    # the 21st day of June, 1999 / 21 June 1999 / the thirtieth (30th) day of the month of January, 2012
+    # the 21st day of June, 1999 / 21 June 1999 / the 20th day of Friday, March 2020 / the thirtieth (30th) day of the month of January, 2012
     (
         "day_month_year",
-        rf"{_DAY}{_DAY_WORD}{_COMMA}{_MONTH}{_COMMA}(?:(?:{any_case(['in the year'])}){_S}|{_OF})?{_YEAR4}",
+        rf"{_DAY}{_DAY_WORD}{_COMMA}(?:{_WEEKDAY}{_COMMA})?{_MONTH}{_COMMA}(?:(?:{any_case(['in the year'])}){_S}|{_OF})?{_YEAR4}",
     ),
     # 05-Sep-2019 / 5-Sep-19
     ("day_mon_year", rf"(?P<day>{_FIRST}\d?)-{_MONTH}-{_YEAR}(?![\w-])"),
@@ -119,7 +122,7 @@ _FORMS: list[tuple[str, str]] = [
     # ____________, 2020 / [*], 2020 / as of _______ 2020
     ("blank_year", rf"{_BLANK}{_COMMA}{_YEAR4}"),
     # "dated as of , 2006": the blank of a form, lost when the filing was turned into text (see _elided)
-    ("elided_blank", rf",[ \t]{{0,3}}{_YEAR4}"),
+    ("elided_blank", rf",[ \t\xa0]{{0,3}}{_YEAR4}"),
     # perpetual / in perpetuity / until terminated
     (
         "perpetual",
@@ -132,8 +135,10 @@ _LABEL = LazyPattern(
     r"no|nos|number|item|rule|paragraph|para|part|chapter|form)\.?[ \t\xa0]{0,12}$",
     re.IGNORECASE,
 )
+# The label of a date's blank on a signature page: "Date: 3-14-18", "Dated:".
+_DATE_LABEL = LazyPattern(r"(?<![A-Za-z])dated?[ \t\xa0]*:[ \t\xa0]*$", re.IGNORECASE)
 # What may stand before an elided blank: the start of a line, or a word that asks for a date.
-_ELIDED_AFTER = LazyPattern(r"(?:^|\n)[ \t]*$|(?<![A-Za-z])(?:dated|of|on|effective)[ \t]{1,12}$", re.IGNORECASE)
+_ELIDED_AFTER = LazyPattern(r"(?:^|\n)[ \t\xa0]*$|(?<![A-Za-z])(?:dated|of|on|effective)[ \t\xa0]{1,12}$", re.IGNORECASE)
 _LEADING_FIGURE = frozenset({"day_month_year", "day_mon_year", "numeric", "dotted"})
 _FULL_DATES = frozenset({"month_first", "day_month_year", "day_mon_year", "iso", "dotted"})
 _PATTERNS = [(name, LazyPattern(pattern)) for name, pattern in _FORMS]
@@ -242,6 +247,10 @@ def _outside(found: list[tuple[int, int, str]], spans: list[tuple[int, int]]) ->
     return kept
 
 
+def _before(match: re.Match[str], chars: int) -> str:
+    return match.string[max(0, match.start() - chars) : match.start()]
+
+
 def _labelled(match: re.Match[str]) -> bool:
     """True when the figure that opens `match` is a page, section or item number ("Page 2  May 2004")."""
     before = match.string[max(0, match.start() - 24) : match.start()]
@@ -300,8 +309,8 @@ def _read_numeric_month(match: re.Match[str]) -> str | None:
 
 
 def _read_numeric(match: re.Match[str]) -> str | None:
-    if match.group("sep") == "-" and len(match.group("year")) == 2:
-        return None  # "12-12-12" is as likely a part number as a date
+    if match.group("sep") == "-" and len(match.group("year")) == 2 and not _DATE_LABEL.search(_before(match, 12)):
+        return None  # "12-12-12" is as likely a part number as a date; after "Date:" it is a date
     first, second = int(match.group("a")), int(match.group("b"))
     month, day = (first, second) if first <= 12 else (second, first)
     return _iso(_year(match.group("year")), month, day)

@@ -50,6 +50,9 @@ def _normalized(text: str, **kwargs: bool) -> list[str]:
         ("Date: []/[]/2006", "2006"),
         ("AGENCY AGREEMENT\n\n, 2006\n\nLadies and Gentlemen", "2006"),  # the blank lost in the filing's text
         ("dated as of , 2006, between", "2006"),
+        ("AGREEMENT made as of  ,\xa02013,\xa0between", "2013"),  # the PDF's no-break space
+        ("made and entered into this 20th day of Friday, March 2020 (the", "2020-03-20"),
+        ("Date: 3-14-18", "2018-03-14"),  # dashes and a two-digit year after a date's label
     ],
 )
 def test_reads_every_form_of_date(text: str, iso: str) -> None:
@@ -77,6 +80,8 @@ def test_reads_every_form_of_date(text: str, iso: str) -> None:
         "this __ day of ____, 20___",
         "a limit of $[***], 2019 aggregate",
         "part number 12-12-12",
+        "Part: 3-14-18",
+        "on the 1st Monday of each month",
         "Exhibit 10.12.2019",
     ],
 )
