@@ -29,14 +29,19 @@ __all__ = [
 # -- term, expiration, renewal, notice ----------------------------------------------------------------------------
 
 _UNTIL_DATE = re.compile(
-    r"\b(?:until|through|expir\w*(?:\s+(?:on|at))?|ending\s+on|ends?\s+on|terminat\w*(?:\s+on)?|conclud\w*(?:\s+on)?|thru"
-    r"|to\s+and\s+including|Termination\s+Date|Expiration\s+Date)"
+    r"\b(?:until|through(?:\s+and\s+including)?|expir\w*(?:\s+(?:on|at))?|ending\s+on|ends?\s+on|terminat\w*(?:\s+on)?"
+    r"|conclud\w*(?:\s+on)?|thru|to\s+and\s+including|Termination\s+Date|Expiration\s+Date|extended\s+(?:to|until)"
+    r"|end\w*\s+(?:on\s+)?the\s+(?:later|earlier)\s+of\s+(?:\(\w+\)\s+)?)"
     r"\s*(?:the\s+close\s+of\s+business\s+on\s+|midnight\s+on\s+|11:59\s*p\.?m\.?\s+on\s+)?\s*$",
     re.IGNORECASE,
 )
+# The end of a range the term is written as: "TERM: November 01, 2014 to October 31, 2017".
+_RANGE_END = re.compile(r"(?:\b(?:19|20)\d{2}|\d/\d{2})\s*(?:to|through|until|-|–)\s*$", re.IGNORECASE)
+_TERM_WORD = re.compile(r"\bterm\b", re.IGNORECASE)
 _PERPETUAL = re.compile(
     r"\bperpetu\w*|\bin\s+perpetuity|\bindefinite(?:ly)?\b|\buntil\s+(?:it\s+is\s+|this\s+agreement\s+is\s+)?"
-    r"terminated\b|\bunless\s+and\s+until\s+terminated|\buntil\s+(?:either|one|a)\s+party\s+terminates",
+    r"terminated\b|\bunless\s+and\s+until\s+terminated|\buntil\s+(?:either|one|a)\s+party\s+(?:terminates|gives\s+"
+    r"(?:\w+\s+)?notice)|\b(?:end|expire)s?\s+(?:only\s+)?(?:when|if)\s+(?:it\s+is\s+)?terminated\b",
     re.IGNORECASE,
 )
 _RENEWAL = re.compile(
@@ -64,11 +69,15 @@ def _term_sentences(reader: Reader) -> list[Sentence]:
         heading = sentence.section.heading.casefold()
         if re.search(r"\bterm\b|\bduration\b", heading) and "terminat" not in heading:
             first.append(sentence)
-        elif _ABOUT_TERM.search(sentence.text):
+        elif _ABOUT_TERM.search(sentence.text) or _TERM_LABEL.search(
+            reader.text, max(0, sentence.start - 20), sentence.start
+        ):
             rest.append(sentence)
     return first + rest
 
 
+# A form's field: "6. TERM: November 01, 2014 to October 31, 2017".
+_TERM_LABEL = re.compile(r"\bterm\s*:\s*$", re.IGNORECASE)
 _ABOUT_TERM = re.compile(r"\b(?:agreement|contract|term|expir\w*)\b", re.IGNORECASE)
 # What comes before the duration of the agreement's own term: "for a term of", "an initial term of", "shall
 # continue for", "remain in full force and effect for a period of", "the term ... shall be", "is for".
@@ -91,7 +100,8 @@ _NOT_TERM_AFTER = re.compile(
 _ENDS_BEFORE = re.compile(r"\b(?:end(?:ing)?|until|expir\w*|later\s+of|earlier\s+of)\b[^.;]{0,40}$", re.IGNORECASE)
 # "until the twentieth (20th) anniversary of the Effective Date": N years.
 _ANNIVERSARY = re.compile(
-    r"\b(?:until|on|expire\w*\s+on|end\w*\s+on)\s+(?:the\s+)?(?P<nth>[\w-]+(?:\s*\(\d+(?:st|nd|rd|th)\))?)\s+anniversary\s+of"
+    r"\b(?:until|on|upon|expire\w*\s+(?:on|upon)|end\w*\s+on)\s+(?:the\s+(?:earlier|later)\s+of\s+(?:\(\w+\)\s+)?)?"
+    r"(?:the\s+)?(?P<nth>[\w-]+(?:\s*\(\d+(?:st|nd|rd|th)\))?)\s+anniversary\s+of"
     r"\s+(?:the|this)\s+(?:Effective\s+Date|date\s+(?:hereof|of\s+this\s+Agreement)|Agreement|Commencement\s+Date)",
     re.IGNORECASE,
 )
@@ -184,10 +194,17 @@ _RUNS_ITSELF = re.compile(
     re.IGNORECASE,
 )
 _UNTIL_EVENT = re.compile(
-    r"\b(?:continue|remain)\b[^.;]{0,80}?\buntil\s+(?P<event>(?:the\s+)?(?:earlier|later|expiration|expiry|completion|"
+    r"\b(?:continue|remain)\b[^.;]{0,80}?\b(?:until|through)\s+(?P<event>(?:the\s+)?(?:earlier|later|expiration|expiry|completion|"
     r"termination|last|end|date\s+on\s+which|such\s+time|all|either|one|a\s+party|it\s+is|terminated)[^.;]{0,160})",
     re.IGNORECASE,
 )
+
+
+# "perpetual" of a licence or a right the agreement grants, not of the agreement: "a perpetual, non-exclusive
+# license"; "the license ... shall continue perpetually". "The rights and obligations of the Parties ... shall
+# continue in perpetuity" is the agreement's own term.
+_PERPETUAL_GRANT = re.compile(r"\blicen[cs]e|\bgrant|\bright(?!s\s+and\s+obligations)", re.IGNORECASE)
+_GRANT_AFTER = re.compile(r"[^.;]{0,60}?\b(?:licen[cs]e|right|grant)", re.IGNORECASE)
 
 
 def _term_statement(reader: Reader) -> tuple[str, Sentence, Value] | None:
@@ -203,7 +220,11 @@ def _read_term_statement(reader: Reader) -> tuple[str, Sentence, Value] | None:
         renewal = _RENEWAL.search(text)
         limit = renewal.start() if renewal is not None else len(text)
         for value in dates_in(sentence):
-            if value.start < limit and _UNTIL_DATE.search(text[max(0, value.start - 60) : value.start]):
+            before = text[max(0, value.start - 60) : value.start]
+            if value.start < limit and (
+                _UNTIL_DATE.search(before)
+                or (_RANGE_END.search(before) and _TERM_WORD.search(reader.before(sentence, value, 80)))
+            ):
                 return "date", sentence, value
         runs = _AGREEMENT_RUNS.search(text)
         perpetual = _PERPETUAL.search(text, 0, limit)
@@ -211,7 +232,8 @@ def _read_term_statement(reader: Reader) -> tuple[str, Sentence, Value] | None:
             perpetual
             and (runs or re.search(r"\b(?:agreement|contract|term)\b", text[: perpetual.start()], re.I))
             and not find_values("duration", text[: perpetual.start()])
-            and not re.search(r"licen[cs]e|right|grant", text[: perpetual.start()], re.I)
+            and not _PERPETUAL_GRANT.search(text[: perpetual.start()])
+            and not _GRANT_AFTER.match(text, perpetual.end())
         ):
             words = perpetual.group(0)
             return (

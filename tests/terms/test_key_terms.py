@@ -110,6 +110,45 @@ def test_the_date_last_signed_below_is_no_date_and_the_signatures_give_one():
     assert cell.quotes[0].page_start == 2
 
 
+def test_a_letter_agreement_is_dated_above_its_addressee_not_by_an_as_of_in_its_text():
+    doc = _doc(
+        "AGENCY AGREEMENT\n\n                                        ____________, 1996\n\nCapital Resources, Inc.\n"
+        "Washington, D.C.\n\nLadies and Gentlemen:\n\nThe Company will offer its common stock to depositors of "
+        "the Association as of March 31, 1995, in a subscription offering."
+    )
+    assert _terms(doc, "agreement_date")["agreement_date"].value.normalized == "1996"
+
+
+@pytest.mark.parametrize(
+    ("opening", "signatures", "iso"),
+    [
+        # a sentence splitter breaks after "April." and after "Date:"; the date is read whole
+        (
+            "This Service Agreement is entered into on April. 1st 2019 by and between Acme Corp. and Beta Ltd.",
+            "",
+            "2019-04-01",
+        ),
+        (
+            "This Hosting Agreement is entered into by and between Acme Corp. and Beta Inc.",
+            "By: /s/ J. Smith          By: /s/ K. Jones\nDate: 3-14-18 Date: 3-7-18\n",
+            "2018-03-14",
+        ),
+        # the signature block labels its blanks below them
+        (
+            "This Content Licensing Agreement is between Acme Corp. and Beta AG.",
+            "03/24/06                           03/24/06\n______________     ______________\nDate"
+            "                               Date\n/s/ J. Smith                /s/ K. Jones\n",
+            "2006-03-24",
+        ),
+    ],
+)
+def test_dates_a_sentence_splitter_or_a_signature_block_breaks_apart(opening, signatures, iso):
+    doc = _doc(
+        "SERVICES AGREEMENT\n\n" + opening + "\n\n1. Services. Acme shall provide the services.", signatures or "x"
+    )
+    assert _terms(doc, "agreement_date")["agreement_date"].value.normalized == iso
+
+
 def test_the_first_of_two_governing_law_clauses_and_not_the_place_of_incorporation():
     doc = _doc(
         "LICENSE AGREEMENT\n\nThis License Agreement is made on 6/21/99 between Acme Corp., a Delaware "
@@ -153,6 +192,55 @@ def test_an_agreement_until_terminated_is_perpetual_and_a_perpetual_licence_is_n
     )
     cell = _terms(licence, "expiration_date")["expiration_date"]
     assert cell.status == "not_found" and cell.value is None
+
+
+@pytest.mark.parametrize(
+    ("clause", "end"),
+    [
+        ("This Agreement shall be effective through and including March 31, 2004.", "2004-03-31"),
+        (
+            "The term of this Agreement will begin on December 15, 1997 and will end the later of (i) December 15, 1999 "
+            "or (ii) the delivery of all goods.",
+            "1999-12-15",
+        ),
+        ("The Term of the Agreement is hereby extended to January 20, 2012 unless sooner terminated.", "2012-01-20"),
+        ("6. TERM: November 01, 2014 to October 31, 2017", "2017-10-31"),
+        (
+            "This Agreement shall expire upon the earlier of (i) the first anniversary of the Effective Date and (ii) "
+            "the date all Shares have been sold.",
+            "2019-05-08",
+        ),
+        (
+            "The term of this Agreement and the rights and obligations of the Parties hereto shall commence as of the "
+            "Effective Date and shall continue in perpetuity, unless terminated earlier.",
+            "perpetual",
+        ),
+        (
+            "The term of this Agreement will begin upon acceptance of the application and will end when terminated by "
+            "either party.",
+            "perpetual",
+        ),
+        (
+            "This Agreement will commence on the Effective Date and continue through the completion of the Services.",
+            "perpetual",
+        ),
+    ],
+)
+def test_how_contracts_write_the_end_of_their_term(clause, end):
+    doc = _doc(
+        'SUPPLY AGREEMENT\n\nThis Supply Agreement is entered into as of May 8, 2018 (the "Effective Date") by and '
+        'between Acme Corp. ("Supplier") and Beta LLC ("Buyer").\n\n2. Term. ' + clause
+    )
+    assert _terms(doc, "expiration_date")["expiration_date"].value.normalized == end
+
+
+def test_a_perpetual_right_granted_is_not_the_agreement_running_forever():
+    doc = _doc(
+        "LICENSE AGREEMENT\n\nThis License Agreement is made as of March 29, 1999 by and between Acme Corp. "
+        '("Licensor") and Beta LLC ("Licensee").\n\n2. Grant. This Agreement grants Licensee a perpetual and '
+        "irrevocable right to use the Software."
+    )
+    assert _terms(doc, "expiration_date")["expiration_date"].value is None
 
 
 def test_a_contract_without_these_terms_gives_no_values():
