@@ -74,7 +74,9 @@ def agreement_date(reader: Reader) -> Cell:
 # "as of", "day of" and "on" date the making only in a sentence about the agreement itself: "depositors of the
 # Association as of March 31, 1995" dates something else.
 _MAKING_VERB = re.compile(r"\b(?:dated|made|entered|executed|signed|concluded|agreed|date)\b", re.IGNORECASE)
-_THE_AGREEMENT = re.compile(r"\b(?:agreement|contract|amendment|lease|licen[cs]e|memorandum|letter|deed)\b", re.IGNORECASE)
+_THE_AGREEMENT = re.compile(
+    r"\b(?:agreement|contract|amendment|lease|licen[cs]e|memorandum|letter|deed)\b", re.IGNORECASE
+)
 
 
 def _made(sentence: Sentence, before: str) -> bool:

@@ -75,16 +75,17 @@ def document_sentences(doc: Document) -> list[Sentence]:
 
 # Where a sentence splitter breaks in the middle of a date: after a month's name with a period ("April. 1st
 # 2019") or after the label of a date ("Date: 3-14-18"). "may." ends sentences.
-_UNFINISHED = re.compile(
-    rf"(?:\b(?:{'|'.join(m for m in MONTHS if m != 'may')})\.|\bDated?\s*:)\s*$", re.IGNORECASE
-)
+_UNFINISHED = re.compile(rf"(?:\b(?:{'|'.join(m for m in MONTHS if m != 'may')})\.|\bDated?\s*:)\s*$", re.IGNORECASE)
+
+# A sentence does not begin in lower case: "for a period of 12\nmonths, each such extension ..." is one.
+_GOES_ON = re.compile(r"\s*[a-z]")
 
 
 def _joined(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Returns `spans` with each span that ends unfinished (`_UNFINISHED`) joined to the span after it."""
     joined: list[tuple[int, int]] = []
     for start, end in spans:
-        if joined and _UNFINISHED.search(text, joined[-1][0], joined[-1][1]):
+        if joined and (_UNFINISHED.search(text, joined[-1][0], joined[-1][1]) or _GOES_ON.match(text, start)):
             joined[-1] = (joined[-1][0], end)
         else:
             joined.append((start, end))

@@ -51,6 +51,11 @@ _RENEWAL = re.compile(
     re.IGNORECASE,
 )
 _NOTICE_AFTER = re.compile(r"^[^.;]{0,40}?\b(?:prior|before|in\s+advance|preceding|ahead)\b", re.IGNORECASE)
+# A renewal's length is no notice period when what comes before "prior" is how it is agreed: "may be extended for
+# up to three (3) years by written agreement of both Parties prior to the expiration".
+_NOTICE_AFTER_RENEWAL = re.compile(
+    r"^(?:(?!\bby\b|\bagreement\b)[^.;]){0,40}?\b(?:prior|before|in\s+advance|preceding|ahead)\b", re.IGNORECASE
+)
 NOTICE_WORD = re.compile(r"\bnotice|\bnotif", re.IGNORECASE)
 _RENEWAL_NOTICE = re.compile(
     r"\b(?:cancel|terminat)\w*\b[^.;]{0,80}\b(?:at|as\s+of|effective\s+(?:on|as\s+of))\s+the\s+(?:end|expiration|expiry)\s+of\s+"
@@ -321,7 +326,9 @@ def expiration(reader: Reader, get: Callable[[str], Cell]) -> Cell:
 # something else (patents, warranties, a right that is extended to a third party, a deadline).
 _RENEWS = re.compile(
     r"\b(?:renew\w*|extend\w*(?!\s+(?:until|through|to\b|beyond))|extension|prolong\w*|continue\w*\s+(?:in\s+effect\s+)?"
-    r"from\s+year|automatically\s+continue\w*|thereafter\s+continue\w*)",
+    r"from\s+year|automatically\s+continue\w*|thereafter\s+continue\w*|from\s+year\s+to\s+year"
+    r"|(?:month|year)[\s-]+to[\s-]+(?:month|year)|indefinitely\s+(?:after\s+that|thereafter)"
+    r"|additional\s+(?:\w+\s+)?(?:terms?|periods?)\s+of\b)",
     re.IGNORECASE,
 )
 _RENEWS_WHAT = re.compile(r"\b(?:agreement|contract|term|arrangement|appointment|sponsorship)\b", re.IGNORECASE)
@@ -331,7 +338,8 @@ _NOT_A_RENEWAL = re.compile(
     re.IGNORECASE,
 )
 _EVERY = re.compile(
-    r"\b(?:each|every)\s+year|\bannually\b|\byear[\s-]+to[\s-]+year|\bmonth[\s-]+to[\s-]+month|\b(?:same|equal|like)\s+"
+    r"\b(?:each|every)\s+year|\bannually\b|\byear[\s-]+to[\s-]+year|\bmonth[\s-]+to[\s-]+month"
+    r"|\b(?:monthly|annual|yearly)\s+(?:renewal\s+)?(?:periods?|terms?|basis)\b|\b(?:same|equal|like)\s+"
     r"(?:duration|period|term|length)|\bequal\s+to\s+the\s+(?:initial\s+)?term",
     re.IGNORECASE,
 )
@@ -369,7 +377,7 @@ def renewal_term(reader: Reader) -> Cell:
         for value in find_values("duration", text):
             if value.start < match.start() or value.start > match.end() + 200:
                 continue
-            if _NOTICE_AFTER.search(text[value.end :]) or NOTICE_WORD.search(
+            if _NOTICE_AFTER_RENEWAL.search(text[value.end :]) or NOTICE_WORD.search(
                 text[max(0, value.start - 40) : value.start]
             ):
                 continue

@@ -234,6 +234,53 @@ def test_how_contracts_write_the_end_of_their_term(clause, end):
     assert _terms(doc, "expiration_date")["expiration_date"].value.normalized == end
 
 
+@pytest.mark.parametrize(
+    ("clause", "renewal"),
+    [
+        (
+            "This Agreement will extend automatically for monthly periods unless either party notifies the other "
+            "party in writing at least thirty (30) days before the expiration of the then current term.",
+            {"days": 30},
+        ),
+        (
+            "This Agreement shall continue in effect for a period of one year from the date of its execution and from "
+            "year to year thereafter provided such continuance is approved by the Board.",
+            {"days": 365},
+        ),
+        (
+            "This agreement shall continue for an initial term of one (1) year and indefinitely after that until "
+            "terminated by either party giving at least twelve (12) months' prior written notice.",
+            {"perpetual": True},
+        ),
+        (
+            "When this Agreement expires, you will have the option to continue the franchise relationship for two (2) "
+            "additional terms of ten (10) years each.",
+            {"days": 3650},
+        ),
+        (
+            "The initial term of this Agreement shall be four (4) years, which term may be extended for up to three (3) "
+            "years by written agreement of both Parties prior to the expiration date of the initial term.",
+            {"days": 1095},
+        ),
+        # a sentence splitter breaks after "12" at the line's end
+        (
+            "This Contract shall remain effective throughout the Initial Term, and be extended automatically for a "
+            "period of 12\nmonths, unless either Party serves written notice at least 65 days prior to the end of the "
+            "Initial Term.",
+            {"days": 360},
+        ),
+    ],
+)
+def test_how_contracts_write_their_renewal(clause, renewal):
+    doc = _doc(
+        "SUPPLY AGREEMENT\n\nThis Supply Agreement is entered into as of May 8, 2018 by and between Acme Corp. "
+        '("Supplier") and Beta LLC ("Buyer").\n\n2. Term. ' + clause
+    )
+    value = _terms(doc, "renewal_term")["renewal_term"].value
+    assert value is not None
+    assert {key: value.normalized.get(key) for key in renewal} == renewal
+
+
 def test_a_perpetual_right_granted_is_not_the_agreement_running_forever():
     doc = _doc(
         "LICENSE AGREEMENT\n\nThis License Agreement is made as of March 29, 1999 by and between Acme Corp. "
