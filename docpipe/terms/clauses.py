@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from docpipe.cells import Cell
-from docpipe.terms.reading import OPENING_CHARS, Reader, flat, read_cell
+from docpipe.terms.reading import OPENING_CHARS, Reader, Sentence, flat, read_cell
 from docpipe.terms.term_clause import NOTICE_WORD
 from docpipe.types import Citation
 from docpipe.values.kinds import Value
@@ -179,6 +179,23 @@ def title(reader: Reader) -> Cell:
     return Cell("not_found", note="No title line in the opening.")
 
 
+def _naming(reader: Reader, name: str) -> Sentence | None:
+    """Returns the sentence of the opening that names `name` (flattened, case-folded); or, when a sentence
+    splitter cut the name ("Dr. Gaetano Morello", "Michael T. Murray"), the run of up to three sentences of one
+    section that holds it, as one sentence."""
+    opening = reader.opening
+    for size in (1, 2, 3):
+        for k in range(len(opening) - size + 1):
+            run = opening[k : k + size]
+            if run[-1].section is not run[0].section:
+                continue
+            start, end = run[0].start, run[-1].end
+            text = reader.text[start:end]
+            if name in flat(text).casefold():
+                return Sentence(start, end, text, run[0].section)
+    return None
+
+
 def parties(reader: Reader) -> Cell:
     from docpipe.values.parties import read_parties
 
@@ -189,7 +206,7 @@ def parties(reader: Reader) -> Cell:
     missing = []
     for party in value.normalized:
         name = flat(str(party["name"])).casefold()
-        sentence = next((s for s in reader.opening if name in flat(s.text).casefold()), None)
+        sentence = _naming(reader, name)
         if sentence is None:
             missing.append(str(party["name"]))
         elif all(

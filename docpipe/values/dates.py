@@ -82,7 +82,9 @@ _DAY = rf"(?P<day>{ORDINAL})"
 _OF = rf"(?:{any_case(['of'])}){_S}"
 _DAY_WORD = rf"(?:{_S}(?:{any_case(['day'])})(?![A-Za-z]))?(?:{_S}(?:{any_case(['of the month of', 'of'])}))?"
 # "this 20th day of Friday, March 2020": a weekday written between the day and its month.
-_WEEKDAY = rf"(?:{any_case(['monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday', 'sunday'])})(?![A-Za-z])"
+_WEEKDAY = (
+    rf"(?:{any_case(['monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday', 'sunday'])})(?![A-Za-z])"
+)
 # A blank left for the date: "___", "[*]", "[ ]", "[●]", "[__]"; never after "$" (a blank amount). Each opens on
 # its literal character and looks back after it, so the engine can skip ahead to "_" and "[".
 _BLANK = r"(?:_(?<![_$]_)_+(?!_)|\[(?<!\$\[)[^\]\n]{0,6}\])"
@@ -138,7 +140,9 @@ _LABEL = LazyPattern(
 # The label of a date's blank on a signature page: "Date: 3-14-18", "Dated:".
 _DATE_LABEL = LazyPattern(r"(?<![A-Za-z])dated?[ \t\xa0]*:[ \t\xa0]*$", re.IGNORECASE)
 # What may stand before an elided blank: the start of a line, or a word that asks for a date.
-_ELIDED_AFTER = LazyPattern(r"(?:^|\n)[ \t\xa0]*$|(?<![A-Za-z])(?:dated|of|on|effective)[ \t\xa0]{1,12}$", re.IGNORECASE)
+_ELIDED_AFTER = LazyPattern(
+    r"(?:^|\n)[ \t\xa0]*$|(?<![A-Za-z])(?:dated|of|on|effective)[ \t\xa0]{1,12}$", re.IGNORECASE
+)
 _LEADING_FIGURE = frozenset({"day_month_year", "day_mon_year", "numeric", "dotted"})
 _FULL_DATES = frozenset({"month_first", "day_month_year", "day_mon_year", "iso", "dotted"})
 _PATTERNS = [(name, LazyPattern(pattern)) for name, pattern in _FORMS]

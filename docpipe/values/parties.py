@@ -2,7 +2,8 @@
 
 `read_parties` reads the preamble ("This Agreement is made ... by and between Acme Corp., a Delaware corporation
 ("Acme"), and Beta LLC ("Beta")"), and falls back on the signature blocks when the preamble names fewer than two
-parties; `signature_parties` reads the blocks alone ("ACME CORP.\\nBy: ____\\nName: ...\\nTitle: ...").
+parties (`signature_parties`, from `docpipe.values.signatures`). The words a name is made of are in
+`docpipe.values.names`.
 
 A name keeps its corporate suffix ("Inc.", "Co., Ltd.", "GmbH") and loses its descriptors ("a Delaware
 corporation", "having its principal place of business at ..."). What is not a name is left out rather than
@@ -11,46 +12,27 @@ guessed: a defined term alone ("the Company"), a blank ("__________"), a phrase 
 
 from __future__ import annotations
 
-import itertools
 import re
 from dataclasses import dataclass
 
-from docpipe.values.jurisdictions import canonical_jurisdiction, find_jurisdictions
+from docpipe.values.jurisdictions import find_jurisdictions
 from docpipe.values.kinds import Value
+from docpipe.values.names import (
+    CONNECTORS,
+    ENTITY_WORDS,
+    STOP_WORDS,
+    is_suffix,
+    plausible,
+    same_entity,
+    word_key,
+)
+from docpipe.values.signatures import signature_parties
 
 __all__ = ["read_parties", "signature_parties"]
 
 _PREAMBLE_REACH = 20_000  # characters of the text searched for the preamble
 _SEGMENT_REACH = 2_500  # characters of a preamble read after its "between"
-_SIGNATURE_REACH = 2_500  # characters read after each "IN WITNESS WHEREOF"
-_SIGNATURE_BLOCKS = 20  # "IN WITNESS WHEREOF" blocks read: a contract and its exhibits have a few
 
-_SUFFIXES = {
-    "inc", "incorporated", "corp", "corporation", "co", "company", "llc", "lc", "ltd", "limited", "lp", "llp",
-    "lllp", "plc", "gmbh", "ag", "sa", "sas", "spa", "srl", "sarl", "sàrl", "nv", "bv", "pte", "pty", "kk", "ab",
-    "a/s", "as", "asa", "oy", "oyj", "se", "sl", "na", "fsb", "pc", "pllc", "bhd", "sdn", "kg", "kgaa", "ltda",
-    "sae", "spc", "lda", "cv", "aktiengesellschaft",
-}  # fmt: skip
-# Words that make a name an organisation's without being a corporate suffix.
-_ENTITY_WORDS = {"bank", "association", "university", "trust", "fund", "foundation", "institute", "society",
-                 "authority", "partnership", "partners", "holdings", "group"}  # fmt: skip
-_CONNECTORS = {"of", "and", "the", "for", "de", "du", "des", "la", "le", "van", "von", "der", "den", "y", "e", "&", "und",
-               "da", "di", "do", "del", "at"}  # fmt: skip
-# Words that end a name: the descriptor that follows it ("Acme Inc., having its office at ...").
-_STOP_WORDS = {
-    "hereinafter", "having", "with", "whose", "which", "located", "organized", "organised", "incorporated",
-    "existing", "acting", "through", "represented", "c/o", "on", "in", "whereas", "as", "its", "by", "is", "was",
-    "shall", "will", "herein", "hereto", "dated", "effective", "d/b/a", "dba", "doing", "being", "under",
-    "pursuant", "who", "that", "a", "an", "registered", "each", "both", "together", "formerly", "address",
-    "this", "source",
-}  # fmt: skip
-# A defined term is a role, not a name; the terms that name the agreement or the parties together are neither.
-_ROLE_WORDS = {
-    "company", "party", "parties", "agreement", "licensor", "licensee", "customer", "supplier", "purchaser",
-    "seller", "buyer", "distributor", "you", "we", "us", "it", "sponsor", "executive", "employee", "consultant",
-    "contractor", "agent", "borrower", "lender", "franchisee", "franchisor", "client", "vendor", "reseller",
-    "manufacturer", "provider", "the", "this", "such", "each", "all", "other", "any", "said",
-}  # fmt: skip
 # The last word of a defined term that names no party: "the "Agreement"", "the "Effective Date"".
 _NOT_ROLES = {"agreement", "date", "contract", "amendment", "term", "act", "period", "order", "addendum"}
 # pypdf writes some punctuation as look-alike characters (";" as the Greek question mark): read them as such.
@@ -76,7 +58,7 @@ _END = re.compile(
 # Where the next party begins: "; ", " and ", "(2)", "- and -", "between:".
 _SEPARATOR = re.compile(
     r";\s*(?:(?:and|AND|And)\b\s*:?\s*)?|,?\s+(?:and|AND|And)\s*:?\s+"
-    r"(?=(?:\(\s*\w{1,3}\s*\)\s*|\d\.\s+)?(?:[A-Z]|\d+[A-Za-z]|[a-z]+[A-Z.\-]))"
+    r"(?=(?:\(\s*\w{1,3}\s*\)\s*|\d\.\s+|the\s+(?=[A-Z]))?(?:[A-Z]|\d+[A-Za-z]|[a-z]+[A-Z.\-]))"
     r"|\(\s*(?:\d{1,2}|[a-hA-H]|i{1,3}|iv|vi?)\s*\)\s*|(?<![\w.])\d\.\s+(?=[A-Z])"
     r"|,?\s*\bon\s+the\s+(?:one|other)\s+(?:hand|side),?\s*(?:and\b\s*)?"
     r"|-\s*and\s*-|\b(?:between|among(?:st)?)\b\s*:?\s*|\bBETWEEN\b|\bPREAMBLE\b\s*"
@@ -94,21 +76,6 @@ _COMPLETE = re.compile(
     r"|institution|bank|society|limited|llc|inc|ltd|l\.?l\.?c|l\.?p|gmbh|ag|n\.?v|b\.?v|s\.?a|plc|corp|co|side|hand))\W*$",
     re.IGNORECASE,
 )
-# Words that are never a party's name on their own (headings and labels read by mistake).
-_NOT_NAMES = {
-    "exhibit", "schedule", "annex", "appendix", "address", "general", "section", "article", "page", "table",
-    "contents", "attention", "telephone", "fax", "email", "recitals", "definitions", "source", "date", "name",
-    "title", "notice", "signage", "preamble", "witnesseth", "confidential", "witnesses", "witness", "as", "and",
-    "introduction", "background", "purpose", "scope", "term", "termination", "interpretation", "whereas",
-}  # fmt: skip
-_NOT_IN_NAMES = re.compile(
-    r"\b(?:agreement|parties|relating|hereto|hereof|herein|hereunder|between|following|including)\b", re.I
-)
-_MONTHS = re.compile(
-    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d|\b\d{1,2}(?:st|nd|rd|th)?\s+day\b",
-    re.IGNORECASE,
-)
-_VERBS = re.compile(r"\b(?:is|are|shall|will|agrees?|hereby|has|have|was|were|may|must|means)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,14 +105,6 @@ class _Flat:
         return self.offsets[start], self.offsets[end - 1] + 1 if end > start else self.offsets[start]
 
 
-def _word(token: str) -> str:
-    return token.strip(",;:.").casefold().replace(".", "")
-
-
-def _is_suffix(token: str) -> bool:
-    return _word(token) in _SUFFIXES and (token[:1].isupper() or _word(token) in {"inc", "llc", "ltd", "plc"})
-
-
 def _short_insert(chunk: str, at: int) -> int | None:
     """The end of a parenthesis inside a name ("Fonterra (USA) Inc.", "Datec (PNG) Limited"), or None."""
     close = chunk.find(")", at)
@@ -165,6 +124,29 @@ def _brand(token: str) -> bool:
     return bool(re.fullmatch(r"[a-z][\w.\-&]*", core)) and bool(re.search(r"[A-Z.0-9]", inner) or core[1:2] == "-")
 
 
+def _capital_name_goes_on(tokens: list[re.Match[str]], i: int) -> bool:
+    """Whether the capitalised short word at `i` is inside a name written in capitals that goes on to its
+    corporate ending ("YOU ON DEMAND HOLDINGS, INC."), not the descriptor after it."""
+    token, before = tokens[i].group(0), tokens[i - 1].group(0)
+    if not (token.isupper() and before.isupper()) or before.endswith(",") or is_suffix(before):
+        return False
+    return any(is_suffix(t.group(0)) or word_key(t.group(0)) in ENTITY_WORDS for t in tokens[i + 1 : i + 4])
+
+
+def _lower_inside(tokens: list[re.Match[str]], i: int) -> bool:
+    """Whether the lower-case word at `i` is inside a name that goes on in capitals to its corporate suffix
+    ("Petro data Management Services Limited")."""
+    if i == 0 or not tokens[i].group(0).isalpha():
+        return False
+    for t in tokens[i + 1 : i + 5]:
+        token = t.group(0)
+        if not token[:1].isupper():
+            return False
+        if is_suffix(token):
+            return True
+    return False
+
+
 def _name_at(chunk: str) -> tuple[int, int] | None:
     """Where the name that opens `chunk` ends: (start, end) in `chunk`, descriptors left out."""
     quoted = chunk[:1] in '"“'
@@ -181,7 +163,7 @@ def _name_at(chunk: str) -> tuple[int, int] | None:
         if m.start() < skip_to:
             continue
         token = m.group(0)
-        word = _word(token)
+        word = word_key(token)
         first = taken == 0
         if token[0] in _QUOTES or (taken >= 14):
             break
@@ -192,30 +174,32 @@ def _name_at(chunk: str) -> tuple[int, int] | None:
             end, skip_to = close, close
             continue
         after_comma = i > 0 and tokens[i - 1].group(0).endswith(",")
-        if after_comma and not _is_suffix(token):
+        if after_comma and not is_suffix(token):
             break
-        if after_comma and token in ("Co", "CO") and not (i + 1 < len(tokens) and _is_suffix(tokens[i + 1].group(0))):
+        if after_comma and token in ("Co", "CO") and not (i + 1 < len(tokens) and is_suffix(tokens[i + 1].group(0))):
             break  # "Stanley, Co Durham", "Boulder, CO": an address
-        if word in _STOP_WORDS and not first and not _is_suffix(token):
+        if word in STOP_WORDS and not first and not is_suffix(token) and not _capital_name_goes_on(tokens, i):
             break
-        numbered = i + 1 < len(tokens) and _is_suffix(tokens[i + 1].group(0))  # "EWSD 1, LLC"
+        numbered = i + 1 < len(tokens) and is_suffix(tokens[i + 1].group(0))  # "EWSD 1, LLC"
         if token[0].isdigit() and not first and not re.match(r"\d+[A-Za-z]", token) and not numbered:
             break
-        if taken >= 2 and _is_suffix(tokens[i - 1].group(0)) and not _is_suffix(token) and token != "&":
+        if taken >= 2 and is_suffix(tokens[i - 1].group(0)) and not is_suffix(token) and token != "&":
             # A name ends with its suffix ("NLS-1 Pharma AG Alter Postplatz" is a name and an address), but
             # "Insurance Company of North America" goes on.
-            if not (word == "of" and _word(tokens[i - 1].group(0)) in {"company", "corporation", "bank", "trust"}):
+            if not (word == "of" and word_key(tokens[i - 1].group(0)) in {"company", "corporation", "bank", "trust"}):
                 break
-        if token[0].islower() and not (_is_suffix(token) or _brand(token) or (word in _CONNECTORS and not first)):
+        if token[0].islower() and not (
+            is_suffix(token) or _brand(token) or (word in CONNECTORS and not first) or _lower_inside(tokens, i)
+        ):
             break
         if first and not (token[0].isupper() or re.match(r"\d+\w*[A-Za-z]", token) or _brand(token)):
             return None
         if token.endswith(":") and not first:
             break
         taken += 1
-        if word not in _CONNECTORS:
+        if word not in CONNECTORS:
             end = m.start() + len(token.rstrip(",;:"))
-        if token.endswith((",", ";", ":")) and not any(_is_suffix(t.group(0)) for t in tokens[i + 1 : i + 2]):
+        if token.endswith((",", ";", ":")) and not any(is_suffix(t.group(0)) for t in tokens[i + 1 : i + 2]):
             break
     if end < 0:
         return None
@@ -223,34 +207,9 @@ def _name_at(chunk: str) -> tuple[int, int] | None:
     while chunk[start:end].endswith(".."):
         end -= 1
     name = chunk[start:end]
-    if name.endswith(".") and not _is_suffix(name.split()[-1]) and not re.search(r"\b\w\.\w\.?$", name):
+    if name.endswith(".") and not is_suffix(name.split()[-1]) and not re.search(r"\b\w\.\w\.?$", name):
         end -= 1
     return start, end
-
-
-def _plausible(name: str) -> bool:
-    words = name.split()
-    if not words or len(words) > 14 or not re.search(r"[A-Za-z]{2}", name):
-        return False
-    if all(_word(w) in _CONNECTORS or _word(w) in _ROLE_WORDS for w in words):
-        return False
-    if sum(bool(re.fullmatch(r"[A-Z\-–—]", w)) for w in words) >= 2:  # "List of Principals G Site ... D ACH -"
-        return False
-    if (len(words) == 1 and _word(name) in _NOT_NAMES) or _NOT_IN_NAMES.search(name) or "..." in name:
-        return False
-    if all(_is_suffix(w) for w in words):  # "LLC" alone
-        return False
-    if any(w.endswith(".") and len(w) > 4 and not _is_suffix(w) and "." not in w[:-1] for w in words[:-1]):
-        return False  # "Provision of Services. eGain": a heading and the next sentence
-    if canonical_jurisdiction(name) is not None:  # "VIRGINIA", "Boulder, Colorado": an address read as a name
-        return False
-    if re.match(r"(?:[A-Z]|\d{1,2})\.\s|Party\s+[A-Z]\b", name):  # "A. The Company" (a recital), "Party B"
-        return False
-    return (
-        not _VERBS.search(name)
-        and not _MONTHS.search(name)
-        and not name.lower().startswith(("this ", "the undersigned"))
-    )
 
 
 def _term_role(term: str) -> str | None:
@@ -330,7 +289,7 @@ def _segment_end(flat: str, start: int) -> int:
     limit = min(len(flat), start + _SEGMENT_REACH)
     end = _END.search(flat, start, limit)
     stop = end.start() if end else limit
-    for m in re.finditer(r"([\w)\"”’]+)\.\s+(?=[A-Z])(?!(?:AND|And)\b)", flat[start:stop]):
+    for m in re.finditer(r"([\w)\"”’]+)\.\s+(?=[A-Z]|\d{1,2}\.\s+[A-Z])(?!(?:AND|And)\b)", flat[start:stop]):
         word = m.group(1).casefold().rstrip(')"”’')
         if word in _ABBREVIATIONS or re.fullmatch(r"(?:\w\.)*\w", m.group(1)) or len(word) <= 1:
             continue
@@ -368,7 +327,7 @@ def _entity_like(name: str, after: str) -> bool:
     """A name that stands as a party without a defined name: a corporate suffix or a word such as "Bank" or
     "University", or a descriptor after it ("X, a ...")."""
     words = name.split()
-    return any(_is_suffix(w) or _word(w) in _ENTITY_WORDS for w in words) or bool(
+    return any(is_suffix(w) or word_key(w) in ENTITY_WORDS for w in words) or bool(
         re.match(r"\s*,?\s+(?:a|an)\s", after)
     )
 
@@ -387,13 +346,31 @@ def _names_in(chunk: str) -> tuple[list[tuple[int, int]], int | None]:
     return names, names.index(found[holder][:2])
 
 
+_ARTICLE = re.compile(r"the\s+(?=[A-Z])|(?:its|their)\s+[A-Z]\w+(?:\s+[A-Z]\w+)?,\s+(?=[A-Z])")
+
+
+def _labelled_block(piece: str) -> bool:
+    """Whether `piece` is a block of labelled lines ("Address : ... Legal representative : Viktoras R.
+    Sekmakas") that no name runs through: an "and" after it starts the next party, it joins no name."""
+    if " : " not in piece and not re.search(r"\w:\s", piece):
+        return False
+    lead = len(piece) - len(piece.lstrip(" ,:;-"))
+    span = _name_at(piece[lead:])
+    return span is None or lead + span[1] < len(piece.rstrip(" ,"))
+
+
 def _names_split(chunk: str) -> list[tuple[int, int, bool, bool]]:
     """The names opening each piece of `chunk` cut at its separators: (start, end, reads as an entity, comes
     first in the chunk). An "and" stays inside a name unless what precedes it is a whole party."""
     cuts = [0]
     for m in _SEPARATOR.finditer(chunk):
         before = chunk[cuts[-1] : m.start()]
-        if _joint(chunk, m) and before.strip(" ,—–-") and not _complete(before):
+        if (
+            _joint(chunk, m)
+            and before.strip(" ,—–-")
+            and not _complete(before)
+            and not (m.group(0).strip(" ,:") == "and" and _labelled_block(before))
+        ):
             continue
         if re.match(r"\s*(?:between|among|BETWEEN|AMONG)", m.group(0)):
             cuts = [m.end()]  # "AGREEMENT BETWEEN A AND B ... made by and between A ...": the last one counts
@@ -407,11 +384,16 @@ def _names_split(chunk: str) -> list[tuple[int, int, bool, bool]]:
         if _BARE.fullmatch(piece):
             continue
         lead = len(piece) - len(piece.lstrip(" ,:;-"))
+        # "... and the American Diabetes Association, Inc.", "... and its Reseller, Schoolpop, Inc."
+        article = _ARTICLE.match(piece, lead)
+        lead = article.end() if article else lead
         span = _name_at(piece[lead:])
         a, b = (cut + lead + span[0], cut + lead + span[1]) if span else (0, 0)
-        if span and _plausible(chunk[a:b]):
+        if span and plausible(chunk[a:b]):
             leads = leads or first_piece
-            found.append((a, b, _entity_like(chunk[a:b], chunk[b:])))
+            # After "the" a name is a party only as the holder of the defined name that follows ("and the
+            # American Diabetes Association, Inc. ("Association")"), not "listed on ... and the Growth Market".
+            found.append((a, b, article is None and _entity_like(chunk[a:b], chunk[b:])))
         first_piece = False
     return [(a, b, strong, leads) for a, b, strong in found]
 
@@ -438,15 +420,15 @@ def _parties_after(flat: str, start: int) -> list[_Party]:
 def _distinct(parties: list[_Party]) -> list[_Party]:
     """Each party once (the first mention with a defined name wins), without restatements such as
     "Customer and Philips" made of the defined names of parties already read."""
-    known = {_word(w) for p in parties for w in (p.role.split() + p.name.split())}
     kept: list[_Party] = []
     for party in parties:
-        twin = next((k for k, p in enumerate(kept) if _same(p.name, party.name)), None)
+        twin = next((k for k, p in enumerate(kept) if same_entity(p.name, party.name)), None)
         if twin is not None:
             if party.role and not kept[twin].role:
                 kept[twin] = party
             continue
-        words = {_word(w) for w in party.name.split()} - _CONNECTORS
+        words = {word_key(w) for w in party.name.split()} - CONNECTORS
+        known = {word_key(w) for p in parties if p is not party for w in (p.role.split() + p.name.split())}
         if not party.role and words and words <= known and len(party.name.split()) > 1 and " and " in party.name:
             continue
         if not party.role and any(party.name.casefold() == p.role.casefold() for p in parties):
@@ -491,7 +473,7 @@ def _named_before_role(head: str) -> int | None:
         if span is None:
             continue
         name = rest[span[0] : span[1]]
-        if _plausible(name) and (_is_suffix(name.split()[-1]) or re.match(r"\s*,?\s+(?:a|an)\s", rest[span[1] :])):
+        if plausible(name) and (is_suffix(name.split()[-1]) or re.match(r"\s*,?\s+(?:a|an)\s", rest[span[1] :])):
             return window_start + token.start()
     return None
 
@@ -512,7 +494,7 @@ def read_parties(text: str) -> Value | None:
     if len(parties) < 2:
         known = {p.name.casefold() for p in parties}
         for name in signature_parties(text):
-            if name.casefold() not in known and all(not _same(name, p.name) for p in parties):
+            if name.casefold() not in known and all(not same_entity(name, p.name) for p in parties):
                 normalized.append({"name": name, "role": ""})
                 known.add(name.casefold())
     if not normalized:
@@ -524,74 +506,3 @@ def read_parties(text: str) -> Value | None:
         start = end = -1
     written = text[start:end] if start >= 0 else ""
     return Value("parties", normalized, _display(normalized), written, start, end)
-
-
-def _same(a: str, b: str) -> bool:
-    """Whether two names name one entity: the same words, whatever the case, "The" and punctuation, and no
-    two different suffixes ("Kestrel Partners, L.P." is not "Kestrel Partners Limited")."""
-
-    def key(name: str) -> tuple[set[str], set[str]]:
-        words = {_word(w).strip("()") for w in name.split()} - {"", "the"}
-        return words - _SUFFIXES, words & _SUFFIXES
-
-    (wa, sa), (wb, sb) = key(a), key(b)
-    return bool(wa) and wa == wb and (not sa or not sb or sa == sb)
-
-
-# --- signature blocks ----------------------------------------------------------------------------------------
-
-_WITNESS = re.compile(r"IN\s+WITNESS\s+WHERE(?:OF|FORE)|In\s+Witness\s+Where(?:of|fore)")
-_BY = re.compile(r"^\s*(?:By|BY)\b\s*(?:[:._/]|$)")
-_SIGNING = re.compile(
-    r"^\s*(?:By|BY|Name|NAME|Title|TITLE|Date|DATE|Its|ITS|Attest|ATTEST|Witness|WITNESS|/s/|Signature|SIGNATURE"
-    r"|Print|PRINT|Address|ADDRESS|Source|SOURCE)\b"
-)
-_STRUCTURE = re.compile(r"^\s*(?:EXHIBIT|Exhibit|SCHEDULE|Schedule|ANNEX|Annex|APPENDIX|Appendix|\[SIGNATURE)")
-_ROLE_LABEL = re.compile(r"^\s*[A-Za-z][A-Za-z\-]+(?:\s+[A-Za-z][A-Za-z\-]+){0,2}\s*:\s*")
-
-
-def _entities(line: str) -> list[str]:
-    """The entity names on a line of a signature block, each ending in a corporate suffix ("ACME CORP."), or
-    the whole line when it holds one name in capitals; two names when two columns share the line."""
-    line = _ROLE_LABEL.sub("", line.strip(), count=1) if ":" in line[:30] else line.strip()
-    line = re.split(r",?\s+(?:a|an)\s+[A-Z][a-z]+\s", line)[0].strip(" ,")
-    words = line.split()
-    if not 1 <= len(words) <= 14 or _VERBS.search(line) or not re.search(r"[A-Za-z]{2}", line):
-        return []
-    names: list[str] = []
-    current: list[str] = []
-    for k, w in enumerate(words):
-        current.append(w)
-        following = words[k + 1] if k + 1 < len(words) else ""
-        if _is_suffix(w) and not _is_suffix(following) and following != "&":
-            names.append(" ".join(current).strip(" ,"))
-            current = []
-    rest = " ".join(current).strip(" ,")
-    if rest and not names and rest.isupper() and len(current) >= 2:
-        names.append(rest)
-    return [n for n in names if _plausible(n) and _word(n) not in _ROLE_WORDS]
-
-
-def signature_parties(text: str) -> list[str]:
-    """The entities that sign, read from the blocks after "IN WITNESS WHEREOF": the name above each "By:" line,
-    or a line of names ending in corporate suffixes, in order, each once. People signing for themselves are
-    not read."""
-    found: list[str] = []
-    witnesses = list(itertools.islice(_WITNESS.finditer(text), _SIGNATURE_BLOCKS + 1))
-    for k, witness in enumerate(witnesses[:_SIGNATURE_BLOCKS]):
-        # Each block is read once: up to the next "IN WITNESS WHEREOF" or _SIGNATURE_REACH characters.
-        stop = min(witness.end() + _SIGNATURE_REACH, witnesses[k + 1].start() if k + 1 < len(witnesses) else len(text))
-        lines = [ln for ln in text[witness.end() : stop].splitlines()[1:] if ln.strip()]
-        for k, line in enumerate(lines):
-            if _STRUCTURE.match(line):
-                break
-            if _SIGNING.match(line):
-                continue
-            signs = any(_BY.match(following) for following in lines[k + 1 : k + 4])
-            names = _entities(line)
-            if not signs:
-                names = [n for n in names if _is_suffix(n.split()[-1])]
-            for name in names:
-                if all(not _same(name, f) for f in found):
-                    found.append(name)
-    return found

@@ -281,6 +281,21 @@ def test_how_contracts_write_their_renewal(clause, renewal):
     assert {key: value.normalized.get(key) for key in renewal} == renewal
 
 
+def test_a_party_whose_name_a_sentence_splitter_cut_is_quoted_whole():
+    doc = _doc(
+        "CONSULTING AGREEMENT\n\nThis Consulting Agreement is made as of January 10, 2019 by and between "
+        'Emerald Health Naturals, Inc. ("Emerald") and DR. GAETANO MORELLO N.D. INC. ("Contractor").\n\n'
+        "1. Services. Contractor shall provide the services."
+    )
+    cell = _terms(doc, "parties")["parties"]
+    assert cell.status == "present", cell.note
+    assert [p["name"] for p in cell.value.normalized] == [
+        "Emerald Health Naturals, Inc.",
+        "DR. GAETANO MORELLO N.D. INC.",
+    ]
+    assert any("GAETANO MORELLO" in q.quote for q in cell.quotes)
+
+
 def test_a_perpetual_right_granted_is_not_the_agreement_running_forever():
     doc = _doc(
         "LICENSE AGREEMENT\n\nThis License Agreement is made as of March 29, 1999 by and between Acme Corp. "

@@ -187,3 +187,73 @@ def test_a_megabyte_of_hostile_text() -> None:
         assert parties(preamble + filler) == [("Orion Labs, Inc.", "Orion"), ("Vega Systems, LLC", "Vega")]
     assert read_parties("(" * 1_000_000) is None
     assert signature_parties("IN WITNESS WHEREOF\nACME CORP.\nBy: x\n" * 30_000) == ["ACME CORP."]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # "and the <name>" after an address
+        (
+            'This Agreement is made by and between Freeze Tag Inc., a Delaware Corporation ("Company"), with its '
+            "principal place of business located at 1720 Bray Central Drive, McKinney, TX 75069 and the American "
+            'Diabetes Association, Inc. ("Association"), an Ohio not-for-profit corporation. WHEREAS',
+            [("Freeze Tag Inc.", "Company"), ("American Diabetes Association, Inc.", "Association")],
+        ),
+        # short words inside a name written in capitals
+        (
+            "This Agreement is entered into between Sun Seven Stars Limited, a P.R.C. company (\u201cLicensor\u201d), "
+            "and YOU ON DEMAND HOLDINGS, INC., a Nevada corporation (\u201cLicensee\u201d). WHEREAS",
+            [("Sun Seven Stars Limited", "Licensor"), ("YOU ON DEMAND HOLDINGS, INC.", "Licensee")],
+        ),
+        # a word in lower case inside a name that goes on to its suffix
+        (
+            "This Agreement is made by and between: KALLO Inc. (\u201cKALLO\u201d) AND Petro data Management "
+            "Services Limited., with principal offices in Lagos, Nigeria (\u201cPDMS\u201d). WHEREAS",
+            [("KALLO Inc.", "KALLO"), ("Petro data Management Services Limited.", "PDMS")],
+        ),
+        # an "and" after a block of labelled lines starts a party; it joins no name
+        (
+            'THIS AGREEMENT, made as of the 1st day of December, by and between: PPG Paints Trading Co Ltd ("PPG") '
+            "Address : Suite 2512, Shanghai Legal representative : Viktoras R. Sekmakas and NeoMedia Micro Paint "
+            'Repair hereinafter referred to as ("DISTRIBUTOR") Address : 2201 Second Street. WHEREAS',
+            [("PPG Paints Trading Co Ltd", "PPG"), ("NeoMedia Micro Paint Repair", "DISTRIBUTOR")],
+        ),
+        # a name with "and" is kept when no other party's words make it up
+        (
+            "INTERNET CHANNEL COOPERATION AGREEMENT Party A: Beijing Baidu Netcom Science and Technology Co., Ltd. "
+            "Address: Baidu Building, Beijing Party B: China Online Housing (Hong Kong) Co., Ltd. Address: 8/F, "
+            "Beijing. In this Agreement, Party A and Party B are individually a \u201cParty\u201d.",
+            [
+                ("Beijing Baidu Netcom Science and Technology Co., Ltd.", ""),
+                ("China Online Housing (Hong Kong) Co., Ltd.", ""),
+            ],
+        ),
+    ],
+)
+def test_preambles_as_contracts_write_them(text: str, expected: list[tuple[str, str]]) -> None:
+    assert parties(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a numbered clause after the preamble is not part of it, and "(the Offering)" names no party
+        "This Agreement is entered into between StartEngine Crowdfunding, Inc., a Delaware corporation "
+        "(\u201cCompany\u201d), and Solutions Vending International, Inc a DE corporation (\u201cCustomer\u201d). "
+        "1. Services Company agrees to present its securities offering (the \u201cOffering\u201d) to Users.",
+        # a place a party is listed on is not a party
+        "This Agreement is made by and among (a) Skype S.A. (\u201cSkype\u201d), a company of Luxembourg, (b) TOM "
+        "Online Inc. (\u201cTom Holding\u201d), a company listed on the NASDAQ National Market in the United States "
+        "of America and the Growth Enterprise Market of The Stock Exchange of Hong Kong Limited, whose address is "
+        "in Beijing; and (c) Tel-Online Limited (\u201cCompany\u201d). WHEREAS",
+        # an amount is not a name
+        "Between Client Name: MEDICAL MANAGER MIDWEST, INC. Principle Contact: Tom Liddell And Customer Name: "
+        "MTS, INC. Principle Contact: Gail Knopf ANNUAL FEE. If Retainer $[*] support extends beyond [*] hours, "
+        'it is charged. MEDICAL MANAGER MIDWEST, INC., hereinafter referred to as "MMMW", agrees',
+    ],
+)
+def test_what_is_not_a_party_is_left_out(text: str) -> None:
+    names = [name for name, _ in parties(text)]
+    assert names and not any(
+        word in name for name in names for word in ("Services Company", "Growth", "Stock Exchange", "$")
+    ), names
