@@ -148,6 +148,17 @@ _EVENT_IS_SIGNING = re.compile(
 )
 
 
+# The day the agreement's term begins is the day it takes effect: "The term of this Agreement will begin on
+# December 15, 1997", "This Agreement shall commence on January 10th, 2019".
+_TERM_BEGINS = re.compile(r"\b(?:term|Agreement|Contract)\b[^.;]{0,80}?\b(?:commenc|begin|start)", re.IGNORECASE)
+_BEGINS_ON = re.compile(
+    r"\b(?:(?:this|the)\s+(?:Agreement|Contract)|(?:the\s+)?(?:initial\s+)?term(?:\s+of\s+(?:this|the)\s+(?:Agreement"
+    r"|Contract))?)\b[\"”’)]*(?:\s*\([^)]{0,40}\))?\s+(?:shall|will|is\s+to)?\s*(?:commence|begin|start)s?\w*"
+    r"\s+(?:on|as\s+of|from|with\s+effect\s+from)\s*(?:the\s+)?$",
+    re.IGNORECASE,
+)
+
+
 def effective_date(reader: Reader, agreement: Cell) -> Cell:
     for sentence in reader.sentences:
         for value in dates_in(sentence):
@@ -162,7 +173,9 @@ def effective_date(reader: Reader, agreement: Cell) -> Cell:
             ):
                 return read_cell(reader, "date", value, sentence)
     if agreement.value is None:
-        return Cell("not_found", note="The contract names no effective date, and no date of its own.")
+        return _term_begins(reader) or Cell(
+            "not_found", note="The contract names no effective date, and no date of its own."
+        )
     # A contract that speaks of its Effective Date, or of taking effect, without a date of its own for it takes
     # effect on its date ("effective as of the date first written above", "the Effective Date" used throughout).
     for said, match in reader.find(_EFFECTIVE_EVENT):
@@ -185,4 +198,16 @@ def effective_date(reader: Reader, agreement: Cell) -> Cell:
             value=agreement.value,
             derivation=f"the date of the agreement: {agreement.value.display}",
         )
-    return Cell("not_found", note="The contract speaks of no effective date.")
+    return _term_begins(reader) or Cell("not_found", note="The contract speaks of no effective date.")
+
+
+def _term_begins(reader: Reader) -> Cell | None:
+    """Returns the day the agreement's term begins, for a contract that names no effective date."""
+    for sentence in reader.sentences:
+        if not _TERM_BEGINS.search(sentence.text):
+            continue
+        for value in dates_in(sentence):
+            if _BEGINS_ON.search(reader.before(sentence, value, 80)):
+                note = "The contract names no effective date; this is the day its term begins."
+                return read_cell(reader, "date", value, sentence, note=note)
+    return None

@@ -296,6 +296,17 @@ def test_a_party_whose_name_a_sentence_splitter_cut_is_quoted_whole():
     assert any("GAETANO MORELLO" in q.quote for q in cell.quotes)
 
 
+def test_the_day_the_term_begins_is_the_effective_date_when_no_other_is_named():
+    doc = _doc(
+        "PROMOTION AGREEMENT\n\nThis Promotion Agreement is made as of January 26, 1998 by and between Acme Corp. "
+        '("Acme") and Beta LLC ("Beta").\n\n1. Promotion. Acme shall promote Beta.\n\n2. Term. The term of this '
+        'Agreement (the "Term") will begin on February 1, 1998 and end on January 31, 1999.'
+    )
+    cell = _terms(doc, "effective_date")["effective_date"]
+    assert cell.value.normalized == "1998-02-01"
+    assert "its term begins" in cell.note
+
+
 def test_a_perpetual_right_granted_is_not_the_agreement_running_forever():
     doc = _doc(
         "LICENSE AGREEMENT\n\nThis License Agreement is made as of March 29, 1999 by and between Acme Corp. "
