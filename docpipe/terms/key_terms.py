@@ -37,7 +37,7 @@ from docpipe.types import Document
 __all__ = ["READER_VERSION", "Sentence", "document_sentences", "read_key_terms", "supported"]
 
 #: Part of every offline key-term cell's cache key: raise it when a reader changes what it finds.
-READER_VERSION = "1"
+READER_VERSION = "2"
 
 
 def read_key_terms(doc: Document, columns: list[Column]) -> list[Cell]:
