@@ -39,7 +39,7 @@ _UNTIL_DATE = re.compile(
 _RANGE_END = re.compile(r"(?:\b(?:19|20)\d{2}|\d/\d{2})\s*(?:to|through|until|-|–)\s*$", re.IGNORECASE)
 _TERM_WORD = re.compile(r"\bterm\b", re.IGNORECASE)
 _PERPETUAL = re.compile(
-    r"\bperpetu\w*|\bin\s+perpetuity|\bindefinite(?:ly)?\b|\buntil\s+(?:it\s+is\s+|this\s+agreement\s+is\s+)?"
+    r"\bperpetu\w*|\bin\s+perpetuity|\bindefinitely\b|\bindefinite\s+(?:period|term|duration)|\buntil\s+(?:it\s+is\s+|this\s+agreement\s+is\s+)?"
     r"terminated\b|\bunless\s+and\s+until\s+terminated|\buntil\s+(?:either|one|a)\s+party\s+(?:terminates|gives\s+"
     r"(?:\w+\s+)?notice)|\b(?:end|expire)s?\s+(?:only\s+)?(?:when|if)\s+(?:it\s+is\s+)?terminated\b",
     re.IGNORECASE,

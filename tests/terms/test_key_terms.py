@@ -307,6 +307,15 @@ def test_the_day_the_term_begins_is_the_effective_date_when_no_other_is_named():
     assert "its term begins" in cell.note
 
 
+def test_a_severability_clause_does_not_make_the_agreement_perpetual():
+    doc = _doc(
+        "SUPPLY AGREEMENT\n\nThis Supply Agreement is made as of May 8, 2018 by and between Acme Corp. and Beta "
+        "LLC.\n\n11. If any Article or clause of this Agreement shall be held to be indefinite, invalid or "
+        "unenforceable, the rest of this Agreement shall remain in effect."
+    )
+    assert _terms(doc, "expiration_date")["expiration_date"].value is None
+
+
 def test_a_perpetual_right_granted_is_not_the_agreement_running_forever():
     doc = _doc(
         "LICENSE AGREEMENT\n\nThis License Agreement is made as of March 29, 1999 by and between Acme Corp. "
