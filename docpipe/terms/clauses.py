@@ -180,36 +180,39 @@ def title(reader: Reader) -> Cell:
 
 
 def _naming(reader: Reader, name: str) -> Sentence | None:
-    """Returns the sentence of the opening that names `name` (flattened, case-folded); or, when a sentence
-    splitter cut the name ("Dr. Gaetano Morello", "Michael T. Murray"), the run of up to three sentences of one
-    section that holds it, as one sentence."""
-    opening = reader.opening
-    for size in (1, 2, 3):
-        for k in range(len(opening) - size + 1):
-            run = opening[k : k + size]
-            if run[-1].section is not run[0].section:
-                continue
-            start, end = run[0].start, run[-1].end
-            text = reader.text[start:end]
-            if name in flat(text).casefold():
-                return Sentence(start, end, text, run[0].section)
+    """Returns the sentence that names `name` (flattened, case-folded), in the opening first, then anywhere (a
+    party read from the signature blocks); or, when a sentence splitter cut the name ("Dr. Gaetano Morello",
+    "Michael T. Murray"), the run of up to three sentences of one section that holds it, as one sentence."""
+    for sentences in (reader.opening, reader.sentences):
+        for size in (1, 2, 3):
+            for k in range(len(sentences) - size + 1):
+                run = sentences[k : k + size]
+                if run[-1].section is not run[0].section:
+                    continue
+                start, end = run[0].start, run[-1].end
+                text = reader.text[start:end]
+                if name in flat(text).casefold():
+                    return Sentence(start, end, text, run[0].section)
     return None
 
 
 def parties(reader: Reader) -> Cell:
     from docpipe.values.parties import read_parties
 
-    value = read_parties(reader.text[: reader.opening_end])
+    value = read_parties(reader.text[: reader.opening_end], signed=reader.text)
     if value is None:
-        return Cell("not_found", note="No parties named in the opening.")
+        return Cell("not_found", note="No parties named in the opening or the signature blocks.")
     quotes: list[Citation] = []
     missing = []
+    signed = False
     for party in value.normalized:
         name = flat(str(party["name"])).casefold()
         sentence = _naming(reader, name)
         if sentence is None:
             missing.append(str(party["name"]))
-        elif all(
+            continue
+        signed = signed or sentence.start >= reader.opening_end
+        if all(
             q.section_id != sentence.section.id
             or q.page_start != reader.doc.page_of(sentence.start)
             or name not in flat(q.quote).casefold()
@@ -220,6 +223,12 @@ def parties(reader: Reader) -> Cell:
         return Cell(
             "uncertain",
             quotes=quotes,
-            note=f"Parties read from the opening, but no sentence of it names {', '.join(missing)}.",
+            note=f"Parties read from the contract, but no sentence of it names {', '.join(missing)}.",
         )
-    return Cell("present", quotes=quotes, searched=list(dict.fromkeys(q.section_id for q in quotes)), value=value)
+    return Cell(
+        "present",
+        quotes=quotes,
+        searched=list(dict.fromkeys(q.section_id for q in quotes)),
+        value=value,
+        note="Read from the opening and the signature blocks." if signed else "",
+    )

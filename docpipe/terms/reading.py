@@ -36,7 +36,7 @@ TITLE_BLOCK_CHARS = 1500  # a date alone on its line this near the top dates the
 MAX_OPENING_CHARS = 20000  # a preamble is looked for this far: past a cover page and a table of contents
 _PREAMBLE = re.compile(
     r"\b(?:THIS|This)\b[^.]{0,200}?\b(?:is|are)\s+(?:hereby\s+)?(?:made|entered|dated|executed)|\bby\s+and\s+"
-    r"(?:between|among)\b[^.]{0,400}?\(",
+    r"(?:between|among)\b[^.]{0,400}?\(|\bAGREEMENT\s+(?:dated|made)\b[^.]{0,60}?\b(?:Between|BETWEEN)\b",
 )
 _QUOTE_CHARS = 600  # a quoted sentence longer than this is cut around the value it proves
 

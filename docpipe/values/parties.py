@@ -58,7 +58,7 @@ _END = re.compile(
 # Where the next party begins: "; ", " and ", "(2)", "- and -", "between:".
 _SEPARATOR = re.compile(
     r";\s*(?:(?:and|AND|And)\b\s*:?\s*)?|,?\s+(?:and|AND|And)\s*:?\s+"
-    r"(?=(?:\(\s*\w{1,3}\s*\)\s*|\d\.\s+|the\s+(?=[A-Z]))?(?:[A-Z]|\d+[A-Za-z]|[a-z]+[A-Z.\-]))"
+    r"(?=(?:\(\s*\w{1,3}\s*\)\s*|\d\.\s+|the\s+(?=[A-Z])|(?:its|their)\s+(?=[A-Z]))?(?:[A-Z]|\d+[A-Za-z]|[a-z]+[A-Z.\-]))"
     r"|\(\s*(?:\d{1,2}|[a-hA-H]|i{1,3}|iv|vi?)\s*\)\s*|(?<![\w.])\d\.\s+(?=[A-Z])"
     r"|,?\s*\bon\s+the\s+(?:one|other)\s+(?:hand|side),?\s*(?:and\b\s*)?"
     r"|-\s*and\s*-|\b(?:between|among(?:st)?)\b\s*:?\s*|\bBETWEEN\b|\bPREAMBLE\b\s*"
@@ -437,12 +437,28 @@ def _distinct(parties: list[_Party]) -> list[_Party]:
     return kept
 
 
+_PARTY_LABEL = re.compile(r"\bParty\s+[A-H]\s*:\s*")
+
+
+def _labelled_parties(flat: str, start: int) -> list[_Party]:
+    """The parties of a preamble written as labels, each with its own description after it ("Party A: Xi'an
+    Zhonghong New Energy Technology Co., Ltd. Legal Representative: ... Party B: ..."): the first name after
+    each label."""
+    found = []
+    for label in _PARTY_LABEL.finditer(flat, start, min(len(flat), start + 2 * _SEGMENT_REACH)):
+        first = _parties_after(flat, label.end())[:1]
+        found.extend(first)
+    return _distinct(found)
+
+
 def _preamble(flat: str) -> list[_Party]:
     best: list[_Party] = []
     for n, anchor in enumerate(_ANCHOR.finditer(flat, 0, min(len(flat), _PREAMBLE_REACH))):
         if n >= 8:
             break
         parties = _parties_after(flat, anchor.end())
+        if len(parties) < 2 and _PARTY_LABEL.match(anchor.group(0)):
+            parties = _labelled_parties(flat, anchor.start())
         if sum(bool(p.role) for p in parties) >= 2:
             return parties
         if len(parties) > len(best) or (len(parties) == len(best) and sum(bool(p.role) for p in parties) >
@@ -459,23 +475,26 @@ def _preamble(flat: str) -> list[_Party]:
 
 
 def _named_before_role(head: str) -> int | None:
-    """Where the name before the first defined name of `head` begins, when it reads as an entity (it ends in a
-    corporate suffix or is followed by "a ... corporation"): the start of a preamble with no "between"."""
+    """Where the name before the first defined name of `head` begins, when it reads as an entity: followed by
+    "a ... corporation" (the first such name), else ending in a corporate suffix (the first such name): the start
+    of a preamble with no "between". A name described as "a ... corporation" wins over a letterhead's name."""
     first = next((m for m in _markers(head) if m.role), None)
     if first is None:
         return None
     window_start = max(0, first.start - 300)
     while 0 < window_start < first.start and not head[window_start - 1].isspace():
         window_start += 1  # start on a whole word
+    suffixed: int | None = None
     for token in re.finditer(r"(?<!\S)\S+", head[window_start : first.start]):
         rest = head[window_start + token.start() : first.start]
         span = _name_at(rest)
-        if span is None:
+        if span is None or not plausible(rest[span[0] : span[1]]):
             continue
-        name = rest[span[0] : span[1]]
-        if plausible(name) and (is_suffix(name.split()[-1]) or re.match(r"\s*,?\s+(?:a|an)\s", rest[span[1] :])):
+        if re.match(r"\s*,?\s+(?:a|an)\s", rest[span[1] :]):
             return window_start + token.start()
-    return None
+        if suffixed is None and is_suffix(rest[span[0] : span[1]].split()[-1]):
+            suffixed = window_start + token.start()
+    return suffixed
 
 
 def _display(parties: list[_Party] | list[dict[str, str]]) -> str:
@@ -483,17 +502,18 @@ def _display(parties: list[_Party] | list[dict[str, str]]) -> str:
     return "; ".join(f'{name} ("{role}")' if role else name for name, role in items)
 
 
-def read_parties(text: str) -> Value | None:
-    """The parties named in a contract's opening text (and, when `text` holds them, its signature blocks), or
-    None when it names none: kind ``parties``, normalized ``[{"name": "I-ESCROW, INC.", "role": "i-Escrow"},
-    ...]`` in the order written, display ``I-ESCROW, INC. ("i-Escrow"); 2THEMART.COM, INC. ("2TheMart")``,
-    `as_written` the words from the first name to the last."""
+def read_parties(text: str, signed: str | None = None) -> Value | None:
+    """The parties named in a contract's opening text (and in its signature blocks, read from `signed`, by
+    default `text`, when the opening names fewer than two), or None when it names none: kind ``parties``,
+    normalized ``[{"name": "I-ESCROW, INC.", "role": "i-Escrow"}, ...]`` in the order written, display
+    ``I-ESCROW, INC. ("i-Escrow"); 2THEMART.COM, INC. ("2TheMart")``, `as_written` the words from the first name
+    to the last named in `text`."""
     flat = _Flat(text[: _PREAMBLE_REACH * 2])
     parties = _preamble(flat.text)
     normalized = [{"name": p.name, "role": p.role} for p in parties]
     if len(parties) < 2:
         known = {p.name.casefold() for p in parties}
-        for name in signature_parties(text):
+        for name in signature_parties(text if signed is None else signed):
             if name.casefold() not in known and all(not same_entity(name, p.name) for p in parties):
                 normalized.append({"name": name, "role": ""})
                 known.add(name.casefold())

@@ -23,6 +23,22 @@ _STRUCTURE = re.compile(r"^\s*(?:EXHIBIT|Exhibit|SCHEDULE|Schedule|ANNEX|Annex|A
 _ROLE_LABEL = re.compile(r"^\s*[A-Za-z][A-Za-z\-]+(?:\s+[A-Za-z][A-Za-z\-]+){0,2}\s*:\s*")
 
 
+# A heading that names a document, not a party: "ADDENDUM TO GOOSEHEAD INSURANCE AGENCY, LLC ...".
+_DOCUMENT_WORD = re.compile(r"(?i:addendum|amendment|exhibit|schedule|annex|appendix|rider)\b")
+# Who signs beside the parties: "FRANCHISEE MEMBER", "GUARANTOR".
+_SIGNING_ROLES = {
+    "member",
+    "members",
+    "guarantor",
+    "guarantors",
+    "owner",
+    "owners",
+    "principal",
+    "principals",
+    "witness",
+}
+
+
 def _entities(line: str) -> list[str]:
     """The entity names on a line of a signature block, each ending in a corporate suffix ("ACME CORP."), or
     the whole line when it holds one name in capitals; two names when two columns share the line."""
@@ -42,7 +58,16 @@ def _entities(line: str) -> list[str]:
     rest = " ".join(current).strip(" ,")
     if rest and not names and rest.isupper() and len(current) >= 2:
         names.append(rest)
-    return [n for n in names if plausible(n) and word_key(n) not in ROLE_WORDS]
+    # "a Delaware corporation, CURRENT ELECTRONICS, INC.": the descriptor of the line before is no part of it
+    names = [re.sub(r"^.*\b[a-z][\w-]*,\s+(?=[A-Z])", "", n) for n in names]
+    return [
+        n
+        for n in names
+        if plausible(n)
+        and not n.startswith("(")
+        and not _DOCUMENT_WORD.match(n)
+        and not all(word_key(w) in ROLE_WORDS | _SIGNING_ROLES for w in n.split())
+    ]
 
 
 def signature_parties(text: str) -> list[str]:

@@ -316,6 +316,24 @@ def test_a_severability_clause_does_not_make_the_agreement_perpetual():
     assert _terms(doc, "expiration_date")["expiration_date"].value is None
 
 
+def test_a_preamble_past_a_table_of_contents_and_parties_from_the_signature_blocks():
+    contents = "TABLE OF CONTENTS\n" + "".join(f"{k}. Heading number {k} of the agreement\n" for k in range(1, 120))
+    doc = _doc(
+        contents,
+        "FRANCHISE AGREEMENT\nAGREEMENT dated 1997 Between BURGER KING CORPORATION a company incorporated in Florida "
+        '("BKC") AND The party specified as the Franchisee on SCHEDULE 1 (the "Franchisee").\n\n1. Grant. BKC grants '
+        "the Franchisee a franchise.\n\n" + "2. Standards. The Franchisee shall keep the restaurant clean. " * 60,
+        "IN WITNESS WHEREOF the parties have signed this Agreement.\n\nBURGER KING CORPORATION\nBy: /s/ J. Smith\n\n"
+        "POLSKA FAST FOOD SP. Z O.O.\nBy: /s/ K. Nowak\n",
+    )
+    cell = _terms(doc, "parties")["parties"]
+    assert cell.status == "present"
+    assert [p["name"] for p in cell.value.normalized] == ["BURGER KING CORPORATION", "POLSKA FAST FOOD SP. Z O.O."]
+    assert cell.value.normalized[0]["role"] == "BKC"  # from the preamble, found past the table of contents
+    assert cell.note == "Read from the opening and the signature blocks."
+    assert {q.page_start for q in cell.quotes} == {2, 3}
+
+
 def test_a_perpetual_right_granted_is_not_the_agreement_running_forever():
     doc = _doc(
         "LICENSE AGREEMENT\n\nThis License Agreement is made as of March 29, 1999 by and between Acme Corp. "

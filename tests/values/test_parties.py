@@ -257,3 +257,41 @@ def test_what_is_not_a_party_is_left_out(text: str) -> None:
     assert names and not any(
         word in name for name in names for word in ("Services Company", "Growth", "Stock Exchange", "$")
     ), names
+
+
+def test_parties_written_as_labels_each_with_its_own_description() -> None:
+    text = (
+        "Cooperation Agreement Party A: Xi\u2019an Zhonghong New Energy Technology Co., Ltd. Legal Representative: Ku "
+        "Guohua Xi\u2019an Zhonghong New Energy Technology Co., Ltd. is a subsidiary of the Company. It engages in "
+        "projects in China. Party B: Boxing County Chengli Gas Supply Co., Ltd. Legal Representative: Li Shuxun. "
+        "After friendly negotiation, Party A and Party B reached the following items."
+    )
+    assert [name for name, _ in parties(text)] == [
+        "Xi\u2019an Zhonghong New Energy Technology Co., Ltd.",
+        "Boxing County Chengli Gas Supply Co., Ltd.",
+    ]
+
+
+def test_a_described_name_wins_over_a_letterhead_when_there_is_no_between() -> None:
+    text = (
+        "Rare Element Resources Ltd. EXECUTION COPY INTELLECTUAL PROPERTY RIGHTS AGREEMENT Synchron, a California "
+        'corporation having a principal place of business in San Diego (or one or more Affiliates, the "Investor"), '
+        'and Rare Element Resources Ltd., a British Columbia corporation (the "Company"), agree as follows.'
+    )
+    assert parties(text) == [("Synchron", "Investor"), ("Rare Element Resources Ltd.", "Company")]
+
+
+def test_signature_blocks_are_read_from_the_text_given_for_them() -> None:
+    opening = 'This Agreement is made by PEEK Investments LLC ("Purchaser") and the Sponsors named below.'
+    blocks = (
+        opening + "\n...\nIN WITNESS WHEREOF, the parties have executed this Agreement.\n\nPEEK INVESTMENTS LLC\n"
+        "By: /s/ A. Peek\n\nPLATINUM PARTNERS VALUE ARBITRAGE FUND L.P.\nBy: /s/ M. Nordlicht\n\n"
+        "FRANCHISEE MEMBER\nBy: /s/ J. Doe\n\nADDENDUM TO PEEK INVESTMENTS LLC\nBy: ____\n\n"
+        "a Delaware limited partnership, SNOWY AUGUST FUND I LP\nBy: /s/ B. Snow\n"
+    )
+    assert [p["name"] for p in read_parties(opening).normalized] == ["PEEK Investments LLC"]
+    assert [p["name"] for p in read_parties(opening, signed=blocks).normalized] == [
+        "PEEK Investments LLC",
+        "PLATINUM PARTNERS VALUE ARBITRAGE FUND L.P.",
+        "SNOWY AUGUST FUND I LP",
+    ]
