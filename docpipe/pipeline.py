@@ -347,13 +347,14 @@ class DocPipe:
         mode: ThinkingMode | None = None,
         password: str | None = None,
         use_cache: bool = True,
+        each: bool | None = None,
     ) -> Answer:
         """Returns an `Answer` with checked citations: from the configured language model, else extractive.
 
         `mode` is ``auto`` (think for analysis questions), ``think`` or ``no_think``; Qwen3's ``/think`` and
-        ``/no_think`` in the question are honoured in ``auto``.
+        ``/no_think`` in the question are honoured in ``auto``. `each`: see `ask_many`.
         """
-        return self.ask_many(doc, [question], k=k, mode=mode, password=password, use_cache=use_cache)[0]
+        return self.ask_many(doc, [question], k=k, mode=mode, password=password, use_cache=use_cache, each=each)[0]
 
     def ask_many(
         self,
@@ -365,18 +366,63 @@ class DocPipe:
         password: str | None = None,
         use_cache: bool = True,
         analysis: bool = False,
+        each: bool | None = None,
     ) -> list[Answer]:
         """Returns one `Answer` per question, in order; the questions go to the engine as one batch.
 
         Over a collection a question that names one contract is answered from it alone (the answer's
         `collection` is set, its citations name the contract); one that names several, or none, is answered
-        from the best sections of several contracts, every citation naming its own."""
+        from the best sections of several contracts, every citation naming its own. A question about every
+        contract ("Which contracts ...?", or any question with `each` True; never with `each` False) is asked of
+        each contract as one review-grid column and answered as lists (`Answer.each`, `docpipe.review.each`)."""
         if isinstance(questions, str):
             raise ConfigError("ask_many takes a list of questions; use ask() for one question")
         if isinstance(doc, Collection):
-            return self.collection_service.ask(doc, questions, k=k, mode=mode, password=password, use_cache=use_cache)
+            return self._ask_collection(doc, list(questions), k, mode, password, use_cache, each)
         index = self.index(doc, password=password)
         return self.answering.answer(index, questions, k=k, mode=mode, use_cache=use_cache, analysis=analysis)
+
+    def _ask_collection(
+        self,
+        coll: Collection,
+        questions: list[str],
+        k: int | None,
+        mode: ThinkingMode | None,
+        password: str | None,
+        use_cache: bool,
+        each: bool | None,
+    ) -> list[Answer]:
+        from docpipe.cells import Column
+        from docpipe.review.each import answer_each, each_question
+
+        for question in questions:
+            core.check_question(question, which="a question")
+        per_contract = [None if each is False else each_question(q) for q in questions]
+        if each:
+            per_contract = [asked or q for asked, q in zip(per_contract, questions)]
+        answers: list[Answer | None] = [None] * len(questions)
+        pooled = [n for n, asked in enumerate(per_contract) if asked is None]
+        if pooled:
+            got = self.collection_service.ask(
+                coll, [questions[n] for n in pooled], k=k, mode=mode, password=password, use_cache=use_cache
+            )
+            for n, answer in zip(pooled, got):
+                answers[n] = answer
+        asked_each = {n: asked for n, asked in enumerate(per_contract) if asked is not None}
+        if asked_each:
+            distinct = list(dict.fromkeys(asked_each.values()))
+            grid = self.review(
+                coll,
+                columns=[Column(q, q, q) for q in distinct],
+                mode=mode or "auto",
+                password=password,
+                use_cache=use_cache,
+            )
+            for n, asked in asked_each.items():
+                answers[n] = answer_each(
+                    questions[n], grid, distinct.index(asked), collection=coll.name, settings=self.settings
+                )
+        return [answer for answer in answers if answer is not None]
 
     def ask_stream(
         self,

@@ -335,6 +335,12 @@ class ReviewSettings(_Section):
     batch_size: int | None = Field(
         None, gt=0, description="Cells per engine batch in the grid's stream (unset: engine.max_batch_size)."
     )
+    each_found_score: float = Field(
+        6.0,
+        description="Offline (no model): a question asked of each contract of a collection ('Which contracts "
+        "...?') lists a contract as found when its best clause scores at least this, else as one to check "
+        "(docpipe eval-collection --each measures both lists against CUAD's labels).",
+    )
 
 
 class RaySettings(_Section):

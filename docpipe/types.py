@@ -364,6 +364,9 @@ class Answer:
     # about one document, `document_id` is it and this list is empty).
     collection: str = ""
     document_ids: list[str] = field(default_factory=list)
+    # Asked of each contract of a collection (`docpipe.review.each`): the contracts by name where it is "found",
+    # "to_check", "not_found", and "failed" (could not be read); None for an answer from pooled passages.
+    each: dict[str, list[str]] | None = None
 
     def manifest(self) -> AuditManifest:
         """Returns the answer's audit manifest: document SHA-256, model and revision, settings, sections, time."""

@@ -248,6 +248,8 @@ def cmd_eval(dp, args) -> int:
 def cmd_eval_collection(dp, args) -> int:
     from docpipe.eval.collection import evaluate_collection, format_collection_report
 
+    if args.each:
+        return _eval_each(dp, args)
     budgets = _budgets(args.budgets)
     report = evaluate_collection(
         dp,
@@ -263,6 +265,25 @@ def cmd_eval_collection(dp, args) -> int:
         emit({**report, "naive": report.get("naive")})  # null with --no-baseline: the same keys either way
     else:
         print(format_collection_report(report))
+    return 0
+
+
+def _eval_each(dp, args) -> int:
+    from docpipe.eval.each import evaluate_each, format_each_report
+
+    report = evaluate_each(
+        dp,
+        args.folder,
+        collection=args.collection,
+        limit=args.limit,
+        pooled=not args.no_baseline,
+        workers=args.workers,
+        progress=sys.stderr.isatty() and not args.json,
+    )
+    if args.json:
+        emit(report)
+    else:
+        print(format_each_report(report))
     return 0
 
 

@@ -443,6 +443,12 @@ def _eval_commands(sub: _Commands, common: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, help="ask only the first N questions (every contract stays in)")
     p.add_argument("--workers", type=int, metavar="N", help="extractions at once while the collection is built")
     p.add_argument("--no-baseline", action="store_true", help="skip the naive 500-character pooled baseline")
+    p.add_argument(
+        "--each",
+        action="store_true",
+        help='score "which contracts ...?" questions (one per CUAD Yes/No category), asked of each contract and '
+        "answered from pooled passages, against terms.jsonl's labels (--limit: the first N categories)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser(

@@ -1,0 +1,110 @@
+"""Questions about every contract of a collection ("Which contracts ...?"), asked of each contract as a review-grid
+column and answered as lists (docpipe.review.each; DocPipe.ask with `each`).
+
+Real parts: generated PDFs, the real extraction worker, the packaged embedder, FAISS, bm25s, the offline grid.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.contracts import contract_pdf
+
+from docpipe import DocPipe, Settings
+from docpipe.review.each import EACH_NOTICE, each_question
+
+
+@pytest.mark.parametrize(
+    ("question", "asked"),
+    [
+        ("Which contracts can be terminated for convenience?", "Can the contract be terminated for convenience?"),
+        ("Which contracts are governed by California law?", "Is the contract governed by California law?"),
+        (
+            "Do any of the agreements have a most favored nation clause?",
+            "Does the contract have a most favored nation clause?",
+        ),
+        ("List all contracts with an exclusivity clause", "Does the contract have an exclusivity clause?"),
+        ("How many contracts include a non-compete?", "Does the contract include a non-compete?"),
+        ("Which of the contracts in the data room contain audit rights?", "Does the contract contain audit rights?"),
+        (
+            "Is there any contract that allows assignment without consent?",
+            "Does the contract allow assignment without consent?",
+        ),
+    ],
+)
+def test_a_question_about_every_contract_is_put_to_each(question: str, asked: str) -> None:
+    assert each_question(question) == asked
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the governing law?",
+        "Who are the parties to the Acme agreement?",
+        "Which law governs the Acme contract?",
+        "Which contracts",
+    ],
+)
+def test_other_questions_are_not(question: str) -> None:
+    assert each_question(question) is None
+
+
+def _contract(seller: str, buyer: str, convenience: bool) -> bytes:
+    clauses = [
+        f"SUPPLY AGREEMENT between {seller} (Seller) and {buyer} (Buyer).",
+        "1. Supply. Seller shall supply the goods listed in Schedule A at the prices stated there.",
+        "2. Payment. Buyer shall pay each invoice within thirty days of receipt.",
+        "3. Governing Law. This Agreement is governed by the laws of the State of New York.",
+    ]
+    if convenience:
+        clauses.append(
+            "4. Termination for Convenience. Either party may terminate this Agreement for convenience at any time "
+            "upon ninety days written notice to the other party, without cause."
+        )
+    else:
+        clauses.append("4. Termination. A party may terminate this Agreement only for a material breach not cured.")
+    return contract_pdf(*clauses)
+
+
+@pytest.fixture
+def room(tmp_path: Path) -> tuple[DocPipe, object]:
+    folder = tmp_path / "room"
+    folder.mkdir()
+    for seller, buyer, convenience in [
+        ("Alder Foods Inc.", "Birch Retail LLC", True),
+        ("Cedar Metals Corp.", "Dogwood Tools Inc.", False),
+        ("Elm Paper Co.", "Fir Print Ltd.", True),
+    ]:
+        (folder / f"{seller.split()[0].lower()}.pdf").write_bytes(_contract(seller, buyer, convenience))
+    dp = DocPipe(Settings(home=tmp_path / "home"))
+    coll = dp.collection("deal-x")
+    coll.add(folder)
+    yield dp, coll
+    dp.close()
+
+
+def test_which_contracts_is_answered_contract_by_contract(room) -> None:
+    dp, coll = room
+    answer = dp.ask(coll, "Which contracts can be terminated for convenience?")
+    assert answer.notice == EACH_NOTICE
+    assert answer.each is not None and answer.collection == "deal-x"
+    listed = answer.each["found"] + answer.each["to_check"]
+    assert {"alder.pdf", "elm.pdf"} <= set(listed)
+    assert sorted(listed + answer.each["not_found"]) == ["alder.pdf", "cedar.pdf", "elm.pdf"]
+    assert answer.text.startswith("Asked of each of the 3 contracts of deal-x, one by one.")
+    cited = {c.document_name for c in answer.citations}
+    assert cited == set(listed)
+    assert all(
+        c.verified and "convenience" in c.quote.lower() for c in answer.citations if c.document_name != "cedar.pdf"
+    )
+    assert len(answer.document_ids) == 3
+
+
+def test_each_can_be_forced_or_refused(room) -> None:
+    dp, coll = room
+    pooled = dp.ask(coll, "Which contracts can be terminated for convenience?", each=False)
+    assert pooled.each is None and pooled.notice != EACH_NOTICE
+    forced = dp.ask(coll, "May a party terminate for convenience?", each=True)
+    assert forced.each is not None
+    assert sorted(sum(forced.each.values(), [])) == ["alder.pdf", "cedar.pdf", "elm.pdf"]
