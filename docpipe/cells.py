@@ -48,6 +48,8 @@ class Column:
     kind: str = "text"
     options: tuple[str, ...] = ()  # a ``choice`` column's options
     term: str = ""  # a built-in key term (`docpipe.terms.catalog`): its id, read by that term's reader
+    # Offline: the clause score a text cell's best clause needs to be a candidate (None: the analysis setting).
+    min_score: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -392,8 +392,7 @@ class DocPipe:
         use_cache: bool,
         each: bool | None,
     ) -> list[Answer]:
-        from docpipe.cells import Column
-        from docpipe.review.each import answer_each, each_question
+        from docpipe.review.each import answer_each, each_columns, each_question
 
         for question in questions:
             core.check_question(question, which="a question")
@@ -413,7 +412,7 @@ class DocPipe:
             distinct = list(dict.fromkeys(asked_each.values()))
             grid = self.review(
                 coll,
-                columns=[Column(q, q, q) for q in distinct],
+                columns=each_columns(distinct, self.answering.embedder, self.settings),
                 mode=mode or "auto",
                 password=password,
                 use_cache=use_cache,

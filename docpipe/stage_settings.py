@@ -335,6 +335,13 @@ class ReviewSettings(_Section):
     batch_size: int | None = Field(
         None, gt=0, description="Cells per engine batch in the grid's stream (unset: engine.max_batch_size)."
     )
+    each_check_score: float = Field(
+        2.4,
+        description="Offline (no model): a question asked of each contract of a collection lists a contract to "
+        "check when its best clause scores at least this (lower than analysis.min_candidate_score: a question "
+        "about every contract must miss few; docpipe eval-collection --each shows recall and the list's length "
+        "at each score).",
+    )
     each_found_score: float = Field(
         6.0,
         description="Offline (no model): a question asked of each contract of a collection ('Which contracts "

@@ -158,11 +158,18 @@ def _searched(hits: list[Hit]) -> list[dict[str, Any]]:
 
 
 def candidate_finding(
-    index: SearchIndex, category: Category, hits: list[Hit], query: Any, *, embedder: Embedder, settings: Settings
+    index: SearchIndex,
+    category: Category,
+    hits: list[Hit],
+    query: Any,
+    *,
+    embedder: Embedder,
+    settings: Settings,
+    min_score: float | None = None,
 ) -> CategoryFinding:
     """Returns the offline finding for `category` over `hits` (no language model): the best-matching clauses
-    as ``candidate`` when the best scores at least `analysis.min_candidate_score`, else ``not_found``. `query`
-    is the embedding of `category.query`."""
+    as ``candidate`` when the best scores at least `min_score` (by default `analysis.min_candidate_score`), else
+    ``not_found``. `query` is the embedding of `category.query`."""
     options = settings.analysis
     answer = extractive_answer(
         category.query,
@@ -174,7 +181,7 @@ def candidate_finding(
         query=query,
     )
     best = answer.citations[0].score if answer.citations else None
-    if best is not None and best >= options.min_candidate_score:
+    if best is not None and best >= (options.min_candidate_score if min_score is None else min_score):
         status: Status = "candidate"
         quotes = answer.citations
         note = "Best-matching clauses, for review (the matching sentence is marked): no language model judged them."

@@ -11,7 +11,9 @@ the room both ways in one run:
   its contracts are those its citations name, scored the same way (recall over all, precision over them).
 
 Offline the targets are recall >= 0.90 and the found list's precision >= 0.80 (issue 27). The overall figures
-pool every (category, contract) pair; per category figures are listed beside them.
+pool every (category, contract) pair; per category figures are listed beside them, with the share of pairs
+listed (the reviewer's workload) and, for clause scores from 1 to 8, the recall and precision a list cut there
+would have.
 """
 
 from __future__ import annotations
@@ -83,16 +85,36 @@ def _score(labelled: set[str], found: set[str], to_check: set[str]) -> dict[str,
     }
 
 
-def _overall(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _overall(rows: dict[str, dict[str, Any]], contracts: int) -> dict[str, Any]:
     labelled = sum(r["labelled"] for r in rows.values())
     found = sum(r["found"] for r in rows.values())
+    listed = found + sum(r["to_check"] for r in rows.values())
     return {
+        "listed_share": round(listed / (contracts * len(rows)), 4) if rows and contracts else None,
         "labelled": labelled,
         "found": found,
         "to_check": sum(r["to_check"] for r in rows.values()),
         "recall": round(sum(r["listed_right"] for r in rows.values()) / labelled, 4) if labelled else None,
         "found_precision": round(sum(r["found_right"] for r in rows.values()) / found, 4) if found else None,
     }
+
+
+def _by_score(scored: list[tuple[float, bool]]) -> list[dict[str, Any]]:
+    """Returns, for clause scores from 1 to 8, the share of labelled cells scoring at least it (the recall a
+    list cut there would have) and the share of the cells scoring at least it that are labelled (precision)."""
+    labelled = sum(yes for _, yes in scored)
+    rows = []
+    for cut in (1.0, 2.0, 2.25, 2.5, 2.75, 3.0, 3.5, 4.0, 5.0, 5.5, 6.0, 7.0, 8.0):
+        above = [yes for score, yes in scored if score >= cut]
+        rows.append(
+            {
+                "score": cut,
+                "cells": len(above),
+                "recall": round(sum(above) / labelled, 4) if labelled else None,
+                "precision": round(sum(above) / len(above), 4) if above else None,
+            }
+        )
+    return rows
 
 
 def evaluate_each(
@@ -107,8 +129,7 @@ def evaluate_each(
 ) -> dict[str, Any]:
     """Returns recall and found precision per category and overall for the questions asked of each contract,
     beside the pooled answers (module docstring). `limit` keeps the first N categories."""
-    from docpipe.cells import Column
-    from docpipe.review.each import answer_each, each_question
+    from docpipe.review.each import answer_each, each_columns, each_question
 
     folder = Path(folder)
     labels = _labels(folder)
@@ -119,9 +140,11 @@ def evaluate_each(
     questions = each_questions(categories)
     per_contract = {c: each_question(q) or q for c, q in questions.items()}
     started = time.perf_counter()
-    grid = dp.review(added.collection, columns=[Column(q, q, q) for q in per_contract.values()], mode="auto")
+    columns = each_columns(list(per_contract.values()), dp.answering.embedder, dp.settings)
+    grid = dp.review(added.collection, columns=columns, mode="auto")
     each_seconds = time.perf_counter() - started
     file_of_row = [name_of.get(row.document_id, "") for row in grid.rows]
+    scored: list[tuple[float, bool]] = []  # every (category, contract) cell: its best clause score, CUAD's label
     each_rows: dict[str, dict[str, Any]] = {}
     pooled_rows: dict[str, dict[str, Any]] = {}
     pooled_seconds = 0.0
@@ -133,6 +156,10 @@ def evaluate_each(
         found = {by_name[n] for n in answer.each["found"]}
         to_check = {by_name[n] for n in answer.each["to_check"]}
         each_rows[category] = {"question": questions[category], **_score(labelled, found, to_check)}
+        for row, file in zip(grid.cells, file_of_row):
+            if file:
+                score = row[c].score
+                scored.append((0.0 if score is None else float(score), file in labelled))
         if pooled:
             started = time.perf_counter()
             got = dp.ask(added.collection, questions[category], each=False)
@@ -142,12 +169,21 @@ def evaluate_each(
     return {
         "contracts": len(added.doc_of),
         "categories": len(categories),
-        "each": {"overall": _overall(each_rows), "categories": each_rows, "seconds": round(each_seconds, 1)},
+        "each": {
+            "overall": _overall(each_rows, len(added.doc_of)),
+            "categories": each_rows,
+            "seconds": round(each_seconds, 1),
+        },
         "pooled": (
-            {"overall": _overall(pooled_rows), "categories": pooled_rows, "seconds": round(pooled_seconds, 1)}
+            {
+                "overall": _overall(pooled_rows, len(added.doc_of)),
+                "categories": pooled_rows,
+                "seconds": round(pooled_seconds, 1),
+            }
             if pooled
             else None
         ),
+        "by_score": _by_score(scored),
         "targets": EACH_TARGETS,
         "found_score": dp.settings.review.each_found_score,
         "engine": grid.manifest.engine,
@@ -175,6 +211,19 @@ def format_each_report(report: dict[str, Any]) -> str:
             f"{name[:38]:38s} {row['labelled']:>4d} | {row['found']:>5d} {row['to_check']:>5d} "
             f"{share(row['recall']):>6s} {share(row['found_precision']):>6s} |  {tail}"
         )
+    lines += [
+        "",
+        "cells at or above a clause score: "
+        + "; ".join(
+            f"{r['score']}: {r['cells']} cells, recall {share(r['recall'])}, precision {share(r['precision'])}"
+            for r in report.get("by_score", [])
+        ),
+    ]
+    overall = report["each"]["overall"]
+    lines += [
+        f"asked of each contract, {share(overall['listed_share'])} of the (category, contract) pairs are listed "
+        "(found or to check); pooled, " + share((pooled.get("overall") or {}).get("listed_share"))
+    ]
     targets = report["targets"]
     lines += [
         "",

@@ -5,8 +5,8 @@ Pooled retrieval answers from the best passages of a few contracts, so it cannot
 a clause. Such a question is asked of each contract instead, as one review-grid column (`each_question` gives
 the question put to each contract), and answered as three lists (`answer_each`): the contracts where it is
 found (a verified answer), those to check (candidates: offline findings, a model's uncertain cells), and those
-where nothing was found, each found or to check with its quote and page. Offline a candidate whose best clause
-scores at least `review.each_found_score` counts as found.
+where nothing was found, each found or to check with its quote and page. Offline a contract is to check when
+its best clause scores at least `review.each_check_score`, and found at `review.each_found_score`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,16 @@ from typing import TYPE_CHECKING
 from docpipe.types import Answer, Citation
 
 if TYPE_CHECKING:
+    from docpipe.cells import Column
+    from docpipe.embed.base import Embedder
     from docpipe.review.grid import ReviewGrid
     from docpipe.settings import Settings
 
-__all__ = ["EACH_NOTICE", "answer_each", "each_question"]
+__all__ = ["EACH_NOTICE", "ROUTE_SIMILARITY", "answer_each", "each_columns", "each_question"]
+
+#: A question about every contract is searched with a checklist category's clause wording when its embedding is
+#: at least this similar to the category's name and question (the packaged embedder; cosine).
+ROUTE_SIMILARITY = 0.5
 
 _DOCS = r"(?:contracts?|agreements?|documents?|deals?|leases?|licen[cs]es?)"
 _IN_ROOM = r"(?:(?:in|of)\s+(?:the|this|our|my)\s+(?:collection|data\s+room|room|set|portfolio)\s+)?"
@@ -76,6 +82,31 @@ def each_question(question: str) -> str | None:
         tail = rest[len(word) :]
         return f"Does the contract {base.casefold()}{tail}?"
     return f"Does the contract say: {rest}?"
+
+
+def each_columns(questions: list[str], embedder: Embedder, settings: Settings) -> list[Column]:
+    """Returns a grid column for each question put to each contract: searched with the question and, when it is
+    about a clause of the checklist (`ROUTE_SIMILARITY`), the wording such clauses use ("Does the contract have
+    a most favored nation clause?" is searched with "no less favorable terms than those offered to any other
+    customer" too)."""
+    import numpy as np
+
+    from docpipe.analysis.checklist import CHECKLIST
+    from docpipe.cells import Column
+
+    if not questions:
+        return []
+    categories = list(CHECKLIST)
+    similarity = (
+        np.asarray(embedder.embed(questions))
+        @ np.asarray(embedder.embed([f"{c.name}: {c.question}" for c in categories])).T
+    )
+    columns = []
+    for question, row in zip(questions, similarity):
+        best = int(np.argmax(row))
+        query = f"{question} {categories[best].search}" if row[best] >= ROUTE_SIMILARITY else question
+        columns.append(Column(question, question, query, min_score=settings.review.each_check_score))
+    return columns
 
 
 def answer_each(question: str, grid: ReviewGrid, column: int = 0, *, collection: str, settings: Settings) -> Answer:

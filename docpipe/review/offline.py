@@ -66,6 +66,7 @@ def offline_row(
                     "sections": [h.section_id for h in hits] if not column.term else [],
                     "analysis": settings.analysis.model_dump(mode="json"),
                     **({"typed": typed} if column.kind != "text" or column.term else {}),
+                    **({"min_score": column.min_score} if column.min_score is not None else {}),
                     **({"matter": doc.matter} if doc.matter is not None else {}),
                 },
             )
@@ -87,7 +88,9 @@ def offline_row(
             else:
                 category = Category(column.key, column.group or "-", "clause", column.question, "", column.note)
                 category = _with_query(category, column.query)
-                finding = candidate_finding(index, category, hits, vector, embedder=embedder, settings=settings)
+                finding = candidate_finding(
+                    index, category, hits, vector, embedder=embedder, settings=settings, min_score=column.min_score
+                )
                 quotes = [replace(q, document_id=doc.id, document_name=doc.name) for q in finding.quotes]
                 decisive = next((q.highlight or q.quote for q in quotes if q.verified), "")
                 cell = Cell(

@@ -108,3 +108,56 @@ def test_each_can_be_forced_or_refused(room) -> None:
     forced = dp.ask(coll, "May a party terminate for convenience?", each=True)
     assert forced.each is not None
     assert sorted(sum(forced.each.values(), [])) == ["alder.pdf", "cedar.pdf", "elm.pdf"]
+
+
+def test_eval_collection_each_scores_both_lists_and_the_pooled_answer(tmp_path: Path) -> None:
+    """`docpipe eval-collection DIR --each` on a room built here: terms.jsonl labels two of three contracts Yes for
+    termination for convenience; the question asked of each contract lists both, the pooled answer beside it."""
+    import csv
+    import json
+    import subprocess
+    import sys
+
+    room = tmp_path / "room"
+    (room / "pdf").mkdir(parents=True)
+    with (room / "manifest.csv").open("w", newline="") as handle, (room / "terms.jsonl").open("w") as terms:
+        writer = csv.writer(handle)
+        writer.writerow(["contract_id", "file", "title", "pdf_pages", "records", "pdf_sha256"])
+        for seller, buyer, convenience in [
+            ("Alder Foods Inc.", "Birch Retail LLC", True),
+            ("Cedar Metals Corp.", "Dogwood Tools Inc.", False),
+            ("Elm Paper Co.", "Fir Print Ltd.", True),
+        ]:
+            file = f"pdf/{seller.split()[0].lower()}.pdf"
+            (room / file).write_bytes(_contract(seller, buyer, convenience))
+            writer.writerow([seller, file, f"Supply Agreement of {seller}", 1, 1, ""])
+            terms.write(json.dumps({"file": file, "yes_no": {"Termination For Convenience": convenience}}) + "\n")
+    command = [sys.executable, "-m", "docpipe", "eval-collection", str(room), "--each", "--json"]
+    done = subprocess.run(command + ["--home", str(tmp_path / "home")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    row = report["each"]["categories"]["Termination For Convenience"]
+    assert report["contracts"] == 3 and row["labelled"] == 2
+    assert row["recall"] == 1.0 and row["question"] == "Which contracts have a termination for convenience clause?"
+    assert report["pooled"]["categories"]["Termination For Convenience"]["labelled"] == 2
+    assert report["each"]["overall"]["listed_share"] is not None and report["by_score"][0]["recall"] == 1.0
+    (room / "terms.jsonl").unlink()
+    bad = subprocess.run(command + ["--home", str(tmp_path / "home")], capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "terms.jsonl" in bad.stderr
+
+
+def test_a_cell_asked_of_each_contract_is_cached_apart_from_a_plain_grid_cell(room) -> None:
+    """Asked of each contract, a cell is a candidate at a lower clause score: the cell cache keeps the two apart."""
+    dp, coll = room
+    dp.ask(coll, "Which contracts can be terminated for convenience?")
+    again = dp.ask(coll, "Which contracts can be terminated for convenience?")
+    assert again.each is not None
+    from dataclasses import replace
+
+    from docpipe.review.each import each_columns
+
+    (column,) = each_columns(["Can the contract be terminated for convenience?"], dp.answering.embedder, dp.settings)
+    assert column.min_score == dp.settings.review.each_check_score
+    plain = dp.review(coll, columns=[replace(column, min_score=None)])
+    assert plain.manifest.cached_cells == []
+    assert dp.review(coll, columns=[column]).manifest.cached_cells == [(0, 0), (1, 0), (2, 0)]
