@@ -432,6 +432,7 @@ class DocPipe:
         mode: ThinkingMode | None = None,
         password: str | None = None,
         use_cache: bool = True,
+        each: bool | None = None,
     ) -> Iterator[AnswerEvent]:
         """Returns an iterator of `AnswerEvent`: ``thinking`` and ``answer`` text pieces as the engine writes
         them, then one ``done`` event whose ``answer`` is the `Answer` that `ask` gives (checked citations,
@@ -441,7 +442,7 @@ class DocPipe:
         if isinstance(doc, Collection):
             from docpipe.answer.streaming import AnswerEvent
 
-            answer = self.ask(doc, question, k=k, mode=mode, password=password, use_cache=use_cache)
+            answer = self.ask(doc, question, k=k, mode=mode, password=password, use_cache=use_cache, each=each)
             yield AnswerEvent("done", answer=answer)
             return
         index = self.index(doc, password=password)

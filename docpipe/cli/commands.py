@@ -96,6 +96,8 @@ def _print_answer(answer, *, show_thinking: bool) -> None:
 
 def _print_heading(answer) -> None:
     print(f"Q: {answer.question}\n")
+    if answer.each is not None:
+        return  # the text says it was asked of each contract
     if answer.collection and not answer.document_ids:
         print(
             f"Collection {answer.collection}: answered from {answer.document_name} ({answer.document_id[:12]}), "
@@ -147,7 +149,13 @@ def _stream_answer(dp, target, question: str, args):
     streamed, thought = "", False
     answer = None
     events = dp.ask_stream(
-        target, question, k=args.k, mode=args.mode, password=args.password, use_cache=not args.no_cache
+        target,
+        question,
+        k=args.k,
+        mode=args.mode,
+        password=args.password,
+        use_cache=not args.no_cache,
+        each=getattr(args, "each", None),
     )
     with contextlib.closing(events):
         for event in events:
@@ -191,14 +199,26 @@ def _stream_answer(dp, target, question: str, args):
 
 
 def cmd_ask(dp, args) -> int:
+    from docpipe.collection.handle import Collection
+    from docpipe.errors import ConfigError
+
     target = _target(dp, args, "ask")
+    if args.each is not None and not isinstance(target, Collection):
+        flag = "--each" if args.each else "--no-each"
+        raise ConfigError(f"{flag} is for a collection's contracts: ask with --collection NAME")
     questions = _questions(args)
     streaming = _streams(args, questions)
     if streaming:
         answers = [_stream_answer(dp, target, questions[0], args)]
     else:
         answers = dp.ask_many(
-            target, questions, k=args.k, mode=args.mode, password=args.password, use_cache=not args.no_cache
+            target,
+            questions,
+            k=args.k,
+            mode=args.mode,
+            password=args.password,
+            use_cache=not args.no_cache,
+            each=args.each,
         )
     if args.manifest:
         manifests = [a.manifest().to_dict() for a in answers]

@@ -153,6 +153,22 @@ def _asking_commands(sub: _Commands, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("-q", "--question", dest="more", action="append", default=[], help="another question (repeat)")
     p.add_argument("--questions-file", type=Path, help="a file with one question per line")
+    each = p.add_mutually_exclusive_group()
+    each.add_argument(
+        "--each",
+        dest="each",
+        action="store_const",
+        const=True,
+        help="with --collection: ask each contract and answer as lists (found / to check / nothing found), as "
+        '"which contracts ...?" questions are by default',
+    )
+    each.add_argument(
+        "--no-each",
+        dest="each",
+        action="store_const",
+        const=False,
+        help='with --collection: answer even a "which contracts ...?" question from the best passages of a few',
+    )
     p.add_argument("-k", type=int, help="sections to retrieve (default 4)")
     p.add_argument("--mode", choices=["auto", "think", "no_think"], help="Qwen3 thinking mode (default auto)")
     _engine(p)

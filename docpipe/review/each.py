@@ -133,12 +133,16 @@ def answer_each(question: str, grid: ReviewGrid, column: int = 0, *, collection:
         if which in cited and cell.quotes:
             quote = cell.quotes[0]
             cited[which].append(quote if quote.document_name else _named(quote, row.name, row.document_id))
+    for which in lists:
+        lists[which].sort()
+    for which in cited:
+        cited[which].sort(key=lambda c: c.document_name)
     total = len(grid.rows)
     parts = [f"Asked of each of the {total} contracts of {collection}, one by one."]
     for which, title in (("found", "Found"), ("to_check", "To check")):
-        names = [_where(c) for c in cited[which]]
-        parts.append(f"{title} in {len(lists[which])}: " + ("; ".join(names) if names else "none") + ".")
-    parts.append(f"Nothing found in {len(lists['not_found'])}.")
+        parts.append(f"{title}: {len(lists[which])}")
+        parts.extend(f"  - {_where(c)}: {_line(c)}" for c in cited[which])
+    parts.append(f"Nothing found: {len(lists['not_found'])}")
     if lists["failed"]:
         parts.append(f"Could not be read: {', '.join(lists['failed'])}.")
     generative = grid.manifest.mode != "extractive"
@@ -166,6 +170,13 @@ def _where(citation: Citation) -> str:
         else f"pp. {citation.page_start}-{citation.page_end}"
     )
     return f"{citation.document_name} ({pages})"
+
+
+def _line(citation: Citation) -> str:
+    """Returns the citation's decisive words (its marked sentence, else its quote) on one line of at most 120
+    characters."""
+    words = " ".join((citation.highlight or citation.quote).split())
+    return words if len(words) <= 120 else words[:119].rstrip() + "\u2026"
 
 
 def _named(citation: Citation, name: str, document_id: str) -> Citation:

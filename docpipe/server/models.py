@@ -108,6 +108,16 @@ class AskRequest(BaseModel):
         return [self.question] if self.question is not None else list(self.questions or [])
 
 
+class CollectionAskRequest(AskRequest):
+    """An ask of a collection: a question about every contract can be asked of each."""
+
+    each: bool | None = Field(
+        None,
+        description="Ask each contract and answer as lists (found / to check / nothing found): true; answer from "
+        'the best passages of a few: false; unset: as the wording asks ("Which contracts ...?" is asked of each).',
+    )
+
+
 class DocumentAskRequest(AskRequest):
     """An ask of one document, which can also be streamed."""
 
@@ -160,6 +170,11 @@ class AnswerOut(BaseModel):
     thinking_enabled: bool = False
     notice: str | None = None
     created: float
+    each: dict[str, list[str]] | None = Field(
+        None,
+        description="Asked of each contract of a collection: the contracts by name where it is found, to_check, "
+        "not_found, and failed (could not be read); null for an answer from pooled passages.",
+    )
 
 
 class AskResponse(BaseModel):

@@ -161,3 +161,35 @@ def test_a_cell_asked_of_each_contract_is_cached_apart_from_a_plain_grid_cell(ro
     plain = dp.review(coll, columns=[replace(column, min_score=None)])
     assert plain.manifest.cached_cells == []
     assert dp.review(coll, columns=[column]).manifest.cached_cells == [(0, 0), (1, 0), (2, 0)]
+
+
+def test_the_cli_asks_each_contract_and_refuses_each_without_a_collection(room, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    dp, coll = room
+    home = str(dp.settings.home)
+    run = [sys.executable, "-m", "docpipe", "ask", "--home", home]
+    done = subprocess.run(
+        [*run, "--collection", "deal-x", "Which contracts can be terminated for convenience?"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Asked of each of the 3 contracts of deal-x, one by one." in done.stdout
+    assert "alder.pdf (p. 1)" in done.stdout and "Nothing found:" in done.stdout
+    pooled = subprocess.run(
+        [*run, "--collection", "deal-x", "--no-each", "--json", "Which contracts can be terminated for convenience?"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert pooled.returncode == 0, pooled.stderr
+    import json
+
+    assert json.loads(pooled.stdout)[0]["each"] is None
+    pdf = tmp_path / "one.pdf"
+    pdf.write_bytes(_contract("Alder Foods Inc.", "Birch Retail LLC", True))
+    bad = subprocess.run([*run, "--each", str(pdf), "Governing law?"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "--each is for a collection's contracts: ask with --collection NAME" in bad.stderr

@@ -275,3 +275,29 @@ def test_deleting_a_document_takes_it_out_of_every_collection_of_the_matter(worl
         and (doc_id.encode() in p.read_bytes() or b"Quetzalcoatl" in p.read_bytes())
     ]
     assert holders == [], holders
+
+
+def test_which_contracts_is_asked_of_each_contract_over_rest(world: dict) -> None:
+    alice, carol = client(world, "alice"), client(world, "carol")
+    assert alice.create("each-room").status_code == 201
+    assert alice.add_files("each-room", CONTRACTS).status_code == 200
+    asked = carol.post(
+        "/v1/collections/each-room/ask", json={"question": "Which contracts have a governing law clause?"}
+    )
+    assert asked.status_code == 200, asked.text
+    [answer] = asked.json()["answers"]
+    lists = answer["each"]
+    assert sorted(sum(lists.values(), [])) == sorted(CONTRACTS)
+    assert answer["text"].startswith("Asked of each of the 3 contracts of each-room")
+    assert {c["document_name"] for c in answer["citations"]} == set(lists["found"] + lists["to_check"])
+    pooled = carol.post(
+        "/v1/collections/each-room/ask",
+        json={"question": "Which contracts have a governing law clause?", "each": False},
+    )
+    assert pooled.status_code == 200 and pooled.json()["answers"][0]["each"] is None
+    assert_error(
+        carol.post("/v1/collections/each-room/ask", json={"question": "Governing law?", "each": "sometimes"}),
+        422,
+        "invalid_request",
+        "each",
+    )

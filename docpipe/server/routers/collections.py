@@ -48,7 +48,7 @@ from docpipe.server.models import (
     ERROR_RESPONSES,
     AddByIds,
     AddReportOut,
-    AskRequest,
+    CollectionAskRequest,
     CollectionAskResponse,
     CollectionCreate,
     CollectionDeleted,
@@ -393,7 +393,7 @@ async def search(
 @router.post("/collections/{name}/ask", response_model=CollectionAskResponse, summary="Ask a collection")
 async def ask(
     name: str,
-    body: AskRequest,
+    body: CollectionAskRequest,
     who: Reader,
     dp: DocPipeDep,
     audit: AuditDep,
@@ -408,7 +408,13 @@ async def ask(
         questions = check_questions(options, body.all_questions())
         with logged(audit, who, "ask", None, questions, detail=f"collection {coll.name}"):
             answers = dp.ask_many(
-                coll, questions, k=body.k, mode=body.mode, password=body.password, use_cache=body.use_cache
+                coll,
+                questions,
+                k=body.k,
+                mode=body.mode,
+                password=body.password,
+                use_cache=body.use_cache,
+                each=body.each,
             )
             out = []
             for answer in answers:
