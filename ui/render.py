@@ -11,6 +11,7 @@ from pathlib import Path
 
 from docpipe import Answer, ContractReport, Document
 from docpipe.names import clean_upload_name
+from docpipe.storage.store import atomic_write
 from docpipe.summary import document_summary
 
 __all__ = [
@@ -217,6 +218,6 @@ def write_report_files(report: ContractReport, folder: Path) -> list[Path]:
     paths = []
     for suffix, _label in REPORT_FORMATS:
         path = folder / f"{stem[:80]}-checklist.{suffix}"
-        path.write_text(texts[suffix], encoding="utf-8")
+        atomic_write(path, texts[suffix].encode())
         paths.append(path)
     return paths

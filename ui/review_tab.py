@@ -29,6 +29,7 @@ from gradio import Request as GradioRequest
 
 from docpipe import CHECKLIST, DocpipeError, Document, ReviewGrid
 from docpipe.review import columns_for
+from docpipe.storage.store import atomic_write
 from docpipe.ui.choices import BUSY, MAX_QUESTION_CHARS, MODES, choice_index, quote_choices
 from docpipe.ui.dataroom import MAX_GRID_CELLS, DataRoom, streamed_review
 from docpipe.ui.handlers import Workbench
@@ -431,8 +432,8 @@ class ReviewTab:
         stem = f"{name}-review"
         paths = [folder / f"{stem}.{suffix}" for suffix, _label in EXPORTS]
         grid.to_xlsx(paths[0])
-        paths[1].write_text(grid.to_csv(), encoding="utf-8")
-        paths[2].write_text(grid.to_json(), encoding="utf-8")
+        atomic_write(paths[1], grid.to_csv().encode())
+        atomic_write(paths[2], grid.to_json().encode())
         return paths
 
     # -- opening a cell --------------------------------------------------------------------------------------

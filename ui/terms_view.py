@@ -29,6 +29,7 @@ import gradio as gr
 from gradio import Request as GradioRequest
 
 from docpipe import DocpipeError, ReviewGrid
+from docpipe.storage.store import atomic_write
 from docpipe.terms.calendar import deadlines_ics
 from docpipe.terms.catalog import KEY_TERMS, key_term_columns
 from docpipe.ui.choices import BUSY, MODES, choice_index, quote_choices
@@ -254,9 +255,9 @@ class TermsView:
         stem = f"{name}-key-terms"
         paths = [folder / f"{stem}.{suffix}" for suffix, _label in TERMS_EXPORTS]
         grid.to_xlsx(paths[0])
-        paths[1].write_text(grid.to_csv(), encoding="utf-8")
-        paths[2].write_text(grid.to_json(), encoding="utf-8")
-        paths[3].write_bytes(deadlines_ics(grid))
+        atomic_write(paths[1], grid.to_csv().encode())
+        atomic_write(paths[2], grid.to_json().encode())
+        atomic_write(paths[3], deadlines_ics(grid))
         return paths
 
     # -- opening a cell --------------------------------------------------------------------------------------

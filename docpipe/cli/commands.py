@@ -201,6 +201,7 @@ def _stream_answer(dp, target, question: str, args):
 def cmd_ask(dp, args) -> int:
     from docpipe.collection.handle import Collection
     from docpipe.errors import ConfigError
+    from docpipe.storage.store import atomic_write
 
     target = _target(dp, args, "ask")
     if args.each is not None and not isinstance(target, Collection):
@@ -222,7 +223,7 @@ def cmd_ask(dp, args) -> int:
         )
     if args.manifest:
         manifests = [a.manifest().to_dict() for a in answers]
-        args.manifest.write_text(json.dumps(manifests, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        atomic_write(Path(args.manifest), (json.dumps(manifests, indent=2, ensure_ascii=False) + "\n").encode())
     if args.json:
         emit([a.to_dict() for a in answers])  # a list for one question too: one shape for scripts
         return 0
@@ -331,6 +332,7 @@ def cmd_eval_terms(dp, args) -> int:
 
 def cmd_analyze(dp, args) -> int:
     from docpipe.analysis.checklist import CHECKLIST
+    from docpipe.storage.store import atomic_write
 
     if args.list_categories:
         for category in CHECKLIST:
@@ -351,9 +353,9 @@ def cmd_analyze(dp, args) -> int:
     )
     text = {"md": report.to_markdown, "json": report.to_json, "csv": report.to_csv}[args.format]()
     if args.manifest:
-        args.manifest.write_text(report.manifest.to_json() + "\n", encoding="utf-8")
+        atomic_write(Path(args.manifest), (report.manifest.to_json() + "\n").encode())
     if args.output:
-        args.output.write_text(text, encoding="utf-8")
+        atomic_write(Path(args.output), text.encode())
         print(f"wrote {args.output} ({len(report.findings)} categories, report {report.id})", file=sys.stderr)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")

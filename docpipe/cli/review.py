@@ -133,14 +133,16 @@ def _run(work: Any) -> Any:
 
 
 def _write(grid: Any, args: Any, fmt: str, *, what: str) -> int:
+    from docpipe.storage.store import atomic_write
+
     if getattr(args, "manifest", None):
-        args.manifest.write_text(_json(grid.manifest.to_dict()) + "\n", encoding="utf-8")
+        atomic_write(Path(args.manifest), (_json(grid.manifest.to_dict()) + "\n").encode())
     if fmt == "xlsx":
         grid.to_xlsx(args.output)
     else:
         text = {"md": grid.to_markdown, "csv": grid.to_csv, "json": grid.to_json}[fmt]()
         if args.output is not None:
-            Path(args.output).write_text(text, encoding="utf-8")
+            atomic_write(Path(args.output), text.encode())
         else:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
     summary = grid.summary()
@@ -148,7 +150,7 @@ def _write(grid: Any, args: Any, fmt: str, *, what: str) -> int:
     if args.ics is not None:
         from docpipe.terms.calendar import deadlines_ics
 
-        Path(args.ics).write_bytes(deadlines_ics(grid))
+        atomic_write(Path(args.ics), deadlines_ics(grid))
         where += f"wrote {args.ics}: "
     if where or fmt != "md":  # a Markdown table printed ends with the same summary already
         print(

@@ -18,6 +18,7 @@ from typing import Any
 
 from docpipe.review.cells import CELL_LABELS, CELL_STATUSES, Cell, Column, ReviewManifest, Row, verified_label
 from docpipe.sheets import csv_text
+from docpipe.storage.store import atomic_write
 
 __all__ = [
     "CELL_LABELS",
@@ -208,7 +209,7 @@ class ReviewGrid:
         if path is not None:
             from pathlib import Path
 
-            Path(path).write_bytes(data)
+            atomic_write(Path(path), data)  # 0600: an export holds privileged text
         return data
 
 

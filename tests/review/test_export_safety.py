@@ -298,3 +298,56 @@ def test_the_server_downloads_formula_questions_and_names_as_text(tmp_path: Path
         assert sheets["Review"][0] == ["Document", *QUESTIONS, "Document ID (SHA-256)"]
         assert sorted(row[0] for row in sheets["Review"][1:]) == sorted(NAMES[:2])
         assert {row[1] for row in sheets["Citations"][1:]} == set(QUESTIONS)
+
+
+def test_exports_are_private_to_their_owner_like_the_store(tmp_path: Path) -> None:
+    """Grids, key terms, calendars and manifests hold privileged text: the CLI and the library write them 0600
+    whatever the umask, and an export that replaces a world-readable file leaves it 0600 (issue 27)."""
+    import os
+    import stat
+
+    pdf = tmp_path / "contract.pdf"
+    pdf.write_bytes(agreement_pdf("Seller Inc.", "Buyer LLC", "thirty (30)", "Texas"))
+    home = str(tmp_path / "home")
+    stale = tmp_path / "grid.csv"
+    stale.write_text("old")
+    stale.chmod(0o644)
+    outputs = {
+        "review.xlsx": ["review", str(pdf), "-q", "Governing law?", "-o", str(tmp_path / "review.xlsx")],
+        "grid.csv": [
+            "review",
+            str(pdf),
+            "-q",
+            "Governing law?",
+            "-o",
+            str(stale),
+            "--manifest",
+            str(tmp_path / "m.json"),
+        ],
+        "terms.json": ["terms", str(pdf), "-o", str(tmp_path / "terms.json"), "--ics", str(tmp_path / "dates.ics")],
+        "report.md": ["analyze", str(pdf), "-o", str(tmp_path / "report.md")],
+    }
+
+    def umask_022() -> None:
+        os.umask(0o022)
+
+    for name, argv in outputs.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "docpipe", *argv[:1], "--preset", "test", "--home", home, *argv[1:]],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            preexec_fn=umask_022,
+        )
+        assert done.returncode == 0, (name, done.stderr)
+    written = ["review.xlsx", "grid.csv", "m.json", "terms.json", "dates.ics", "report.md"]
+    modes = {name: stat.S_IMODE((tmp_path / name).stat().st_mode) for name in written}
+    assert modes == dict.fromkeys(written, 0o600)
+    assert stale.read_text() != "old"
+    old = os.umask(0o022)
+    try:
+        grid = DocPipe(Settings.preset("test", home=tmp_path / "home")).review([pdf], questions=["Governing law?"])
+        grid.to_xlsx(tmp_path / "api.xlsx")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "api.xlsx").stat().st_mode) == 0o600
