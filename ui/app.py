@@ -194,13 +194,20 @@ def serve_workbench(
         max_queue=max_queue,
         access=access,
     )
+    # quiet: Gradio's own lines include a hint to set share=True, a public tunnel no contract should go through;
+    # the workbench says where it runs itself.
     demo.launch(
         server_name=host,
         server_port=port,
         auth=access.auth(),
         max_threads=max(40, concurrency + 8),
+        quiet=True,
+        prevent_thread_lock=True,
         **launch_kwargs(max_upload_mb=max_upload_mb, store_root=dp.store.root),
     )
+    where = "this machine only" if is_loopback(host) else f"every address {host} reaches"
+    print(f"docpipe workbench: {demo.local_url} (bound to {where}; Ctrl+C stops it)", flush=True)
+    demo.block_thread()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -88,10 +88,18 @@ def _questions(args) -> list[str]:
     return questions
 
 
-def _print_answer(answer, *, show_thinking: bool) -> None:
+_EXTRACTIVE_HEADER = "Extractive answer (no language model configured):"
+
+
+def _print_answer(answer, *, show_thinking: bool, header: bool = True, notice: bool = True) -> None:
+    """Prints the answer; without `header` its first line when it is the offline answers' header, without
+    `notice` its notice (several answers print each once: the header first, the notice last)."""
     _print_heading(answer)
-    print(answer.text or "(no answer text)")
-    _print_sources(answer, show_thinking=show_thinking)
+    text = answer.text or "(no answer text)"
+    if not header and text.startswith(_EXTRACTIVE_HEADER):
+        text = text.split("\n", 1)[1].lstrip("\n") if "\n" in text else text
+    print(text)
+    _print_sources(answer, show_thinking=show_thinking, notice=notice)
 
 
 def _print_heading(answer) -> None:
@@ -107,7 +115,7 @@ def _print_heading(answer) -> None:
         print(f"Collection {answer.collection}: answered from {len(answer.document_ids)} contracts.\n")
 
 
-def _print_sources(answer, *, show_thinking: bool, thinking_shown: bool = False) -> None:
+def _print_sources(answer, *, show_thinking: bool, thinking_shown: bool = False, notice: bool = True) -> None:
     """Prints what follows the answer's text: its checked citations, its thinking (or how long it was; nothing
     when `thinking_shown`, already streamed) and its notice."""
     if answer.citations:
@@ -128,7 +136,7 @@ def _print_sources(answer, *, show_thinking: bool, thinking_shown: bool = False)
             print("\nThinking:\n" + textwrap.indent(answer.thinking, "  "))
         else:
             print(f"\n(The model thought first: {len(answer.thinking)} characters; --show-thinking prints them.)")
-    if answer.notice:
+    if answer.notice and notice:
         print("\n" + textwrap.fill(answer.notice, 100))
 
 
@@ -229,10 +237,19 @@ def cmd_ask(dp, args) -> int:
         return 0
     if streaming:
         return 0
+    last = len(answers) - 1
     for number, answer in enumerate(answers):
         if number:
             print("\n" + "-" * 80 + "\n")
-        _print_answer(answer, show_thinking=args.show_thinking)
+        # The offline header and the notice are said once for the command: the first answer's header, the notice
+        # after the last answer (when it is the same for every answer).
+        same_notice = all(a.notice == answer.notice for a in answers)
+        _print_answer(
+            answer,
+            show_thinking=args.show_thinking,
+            header=number == 0,
+            notice=number == last or not same_notice,
+        )
     return 0
 
 

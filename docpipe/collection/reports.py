@@ -42,9 +42,15 @@ class AddReport:
 
     def summary(self) -> str:
         """Returns the report as lines for a person: counts, then each failure with its reason."""
+        if self.extracted_pages:
+            work = f"{self.extracted_pages} pages extracted in {self.seconds:.1f} s"
+        elif self.added:
+            work = f"already stored: nothing to extract, {self.seconds:.1f} s"
+        else:
+            work = f"nothing new, {self.seconds:.1f} s"
         lines = [
             f"collection {self.collection}: {len(self.added)} added, {len(self.present)} already in it, "
-            f"{len(self.failed)} failed ({self.extracted_pages} pages extracted in {self.seconds:.1f} s)"
+            f"{len(self.failed)} failed ({work})"
         ]
         lines += [f"  failed: {name}: {reason}" for name, reason in self.failed]
         return "\n".join(lines)

@@ -223,6 +223,17 @@ def test_ask_human_output_shows_answer_page_and_model_notice(ask_default) -> Non
     assert "No language model is configured" in text
 
 
+def test_several_offline_answers_say_the_header_and_the_notice_once(home: Path, sample_pdf: Path) -> None:
+    result = run_cli(
+        home, "ask", sample_pdf, QUESTION, "-q", "Which law governs?", "-q", "Who pays?", "--preset", "test"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("Q: ") == 3
+    assert result.stdout.count("Extractive answer (no language model configured)") == 1
+    assert result.stdout.count("No language model is configured") == 1
+    assert result.stdout.rstrip().endswith("--reasoning-parser qwen3).")  # the notice closes the output
+
+
 def test_broken_pipe_stops_quietly(home: Path, sample_pdf: Path) -> None:
     args = ["search", sample_pdf, "termination", "--preset", "test", "--json", "-k", "50", "--budget", "1000000"]
     full = run_cli(home, *args)
@@ -380,3 +391,36 @@ def test_ui_refuses_a_login_file_others_can_read_before_serving(home: Path, tmp_
     both = run_cli(home, "ui", "--auth-file", _login_file(tmp_path, 0o600), "--auth", "a:b", "--preset", "test")
     _assert_one_line_error(both, "give the login once")
     _assert_one_line_error(run_cli(home, "ui", "--auth", "no-colon", "--preset", "test"), "user:password")
+
+
+def test_docpipe_ui_says_where_it_runs_without_gradios_share_hint(home: Path) -> None:
+    """`docpipe ui` prints its own line (the address, bound to this machine only) and never Gradio's hint to
+    set share=True (a public tunnel no contract should go through)."""
+    import selectors
+
+    from support.net import free_port
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "docpipe", "ui", "--preset", "test", "--port", str(port)],
+        env=cli_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert process.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            while not any(line.startswith("docpipe workbench:") for line in lines):
+                assert selector.select(timeout=TIMEOUT_S), "docpipe ui said nothing: " + "".join(lines)
+                line = process.stdout.readline()
+                assert line, "docpipe ui stopped: " + "".join(lines)
+                lines.append(line)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    output = "".join(lines)
+    assert f"docpipe workbench: http://127.0.0.1:{port}/ (bound to this machine only" in output
+    assert "share=True" not in output and "public link" not in output

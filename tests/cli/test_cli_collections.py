@@ -194,9 +194,13 @@ def test_rerun_skips_every_contract_and_extracts_nothing(deal: Path, contracts: 
     human = _run(deal, "ingest", "--collection", "deal", contracts)
     assert human.returncode == 1
     lines = human.stdout.splitlines()
-    assert lines[0].startswith("collection deal: 0 added, 3 already in it, 1 failed (0 pages extracted")
+    assert lines[0].startswith("collection deal: 0 added, 3 already in it, 1 failed (nothing new, ")
     assert lines[1].startswith("  failed: licences/broken.pdf: ") and "not a PDF" in lines[1]
     assert len(lines) == 2, human.stdout
+    # Stored already, added to another collection: said so, not "0 pages extracted" (which reads as a failure).
+    other = _run(deal, "ingest", "--collection", "other", contracts)
+    assert other.stdout.startswith("collection other: 3 added, 0 already in it, 1 failed (already stored: nothing")
+    assert _run(deal, "rm", "--collection", "other", "--all").returncode == 0  # the tests after see one collection
 
 
 def test_ingest_of_good_files_only_exits_zero_and_names_each_file(tmp_path: Path, contracts: Path) -> None:
