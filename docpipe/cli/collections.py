@@ -48,7 +48,8 @@ def _count(number: int, noun: str) -> str:
 
 
 def _when(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M") if timestamp else "-"
+    """Returns `timestamp` in this machine's time zone, named: "2026-12-06 14:09 CET"."""
+    return datetime.fromtimestamp(timestamp, UTC).astimezone().strftime("%Y-%m-%d %H:%M %Z") if timestamp else "-"
 
 
 def existing_collection(dp: DocPipe, name: str) -> Collection:
@@ -171,6 +172,7 @@ def cmd_ls(dp: DocPipe, args: Any) -> int:
     else:
         rows = [{**stored_record(dp, d), "collections": held.get(d, [])} for d in dp.store.document_ids()]
         empty = f"No documents in the store at {dp.store.root}: docpipe ingest FILE... (or --collection NAME FOLDER)"
+    rows.sort(key=lambda row: ((row["name"] or "").casefold(), row["id"]))  # by name, as a reviewer looks for them
     if args.json:
         emit(rows)
         return 0

@@ -19,6 +19,7 @@ import struct
 import subprocess
 import sys
 import termios
+import time
 from pathlib import Path
 from typing import Any
 
@@ -360,9 +361,14 @@ def test_collections_and_ls(deal: Path, contracts: Path) -> None:
     }
     human = _run(deal, "ls", "--collection", "deal").stdout.splitlines()
     assert len(human) == 3
+    names = []
     for line in human:
-        doc_id, pages, _, _, _, name = line.split(maxsplit=5)
+        doc_id, pages, _, _, _, zone, name = line.split(maxsplit=6)
         assert ids[name].startswith(doc_id) and len(doc_id) == 12 and pages == "2"
+        assert zone == time.strftime("%Z")  # local time, and which zone it is in
+        names.append(name)
+    assert names == sorted(names, key=str.casefold)  # by name, not by hash
+    assert [d["name"] for d in _json(deal, "ls")] == sorted((d["name"] for d in stored), key=str.casefold)
 
 
 def test_empty_store_says_how_to_fill_it(tmp_path: Path) -> None:
