@@ -1,12 +1,12 @@
 """A review grid as an Excel workbook (openpyxl), the form due-diligence teams pass around.
 
 - Sheet "Review": one row per document, its name first, one column per question, the document's SHA-256
-  last; the header row and the name column frozen, an autofilter over the whole table, columns as wide as
+  last, hidden; the header row and the name column frozen, an autofilter over the whole table, columns as wide as
   their content (within bounds), text wrapped. Each cell is coloured by status and links to its first row on
   the "Citations" sheet.
 - Sheet "Citations": one row per quote (document, question, status, answer, value, as written, derivation,
-  quote, pages, section, verified, note), and one row for a cell without quotes, so every cell is accounted
-  for.
+  quote with its PDF line breaks folded and the marked sentence in bold, pages, the section's heading, verified,
+  note), and one row for a cell without quotes, so every cell is accounted for.
 - Sheet "Manifest": the grid's provenance (engine, model, settings, which cells came from the cache).
 
 A ``present`` cell of a typed column holds its value as Excel types it (`excel_value`), so a reviewer sorts
@@ -174,11 +174,13 @@ def grid_workbook(
                     cell.derivation,
                     " ".join(quote.quote.split()) if quote else "",
                     quote.pages if quote else "",
-                    quote.section_id if quote else "",
+                    (quote.heading or quote.section_id) if quote else "",
                     verified_label(quote) if quote else "",
                     cell.note,
                 ]
-                append_row(citations, values)
+                number = append_row(citations, values)
+                if quote is not None and quote.highlight:
+                    _bold_within(citations.cell(row=number, column=_QUOTE_COLUMN), quote.highlight)
     _table(citations, bold=bold, wrap=wrap, freeze="B2", bounds=(8, 60))
 
     append_row(sheet, ["Document", *(c.key for c in columns), _ID_HEADER])
@@ -196,9 +198,10 @@ def grid_workbook(
             target.hyperlink = Hyperlink(ref=target.coordinate, location=where)
             target.font = link
     _table(sheet, bold=bold, wrap=wrap, freeze="B2", bounds=(10, 48))
-    # The hash is for matching files, not for reading: a narrow last column, unwrapped, so it spills right.
+    # The hash is for matching files, not for reading: a hidden last column (unhide it to match files).
     last = get_column_letter(sheet.max_column)
     sheet.column_dimensions[last].width = 18
+    sheet.column_dimensions[last].hidden = True
     for cell in sheet[last][1:]:
         cell.alignment = Alignment(vertical="top")
 
@@ -211,6 +214,23 @@ def grid_workbook(
     out = io.BytesIO()
     book.save(out)
     return out.getvalue()
+
+
+_QUOTE_COLUMN = _CITATION_FIELDS.index("Quote") + 1
+
+
+def _bold_within(cell: Any, part: str) -> None:
+    """Makes `part` (the marked sentence) bold inside `cell`'s text, as rich text; a cell quote-prefixed against
+    formulas, or that does not hold `part`, stays as it is."""
+    from openpyxl.cell.rich_text import CellRichText, TextBlock
+    from openpyxl.cell.text import InlineFont
+
+    text, part = str(cell.value or ""), " ".join(part.split())
+    at = text.find(part) if part else -1
+    if at < 0 or cell.quotePrefix:
+        return
+    runs: list[Any] = [text[:at], TextBlock(InlineFont(b=True), part), text[at + len(part) :]]
+    cell.value = CellRichText([run for run in runs if run])
 
 
 def _table(sheet: Any, *, bold: Any, wrap: Any, freeze: str, bounds: tuple[int, int]) -> None:

@@ -267,3 +267,36 @@ def test_the_typed_row_writer_keeps_only_what_excel_holds_exactly() -> None:
     # NaN, an integer past 2**53 and a datetime with its time are text, as is a formula.
     assert [c.value for c in got[4:8]] == ["nan", str(2**60), "2020-01-02 03:04:00", "=1+1"]
     assert all(c.data_type == "s" for c in got[4:8]) and got[7].quotePrefix
+
+
+def test_a_lawyer_reads_headings_the_marked_sentence_in_bold_and_no_hash(tmp_path) -> None:
+    """The Citations sheet names each quote's section by its heading, folds the PDF's line breaks and sets the
+    marked sentence in bold (rich text); the Review sheet keeps the hash in a hidden column (issue 27)."""
+    from dataclasses import replace
+
+    marked = replace(
+        quote("Either party may assign\nthis Agreement with consent. Notices go to the address above.", 9),
+        heading="14.2 Assignment",
+        highlight="Either party may assign this Agreement with consent.",
+    )
+    formula = replace(quote("=HYPERLINK(evil) may assign", 9), highlight="=HYPERLINK(evil) may assign")
+    grid = typed_grid()
+    grid.cells[0][6] = Cell(status="present", answer="Either party may assign", quotes=[marked, formula])
+    path = tmp_path / "grid.xlsx"
+    grid.to_xlsx(path)
+    book = openpyxl.load_workbook(path, rich_text=True)
+    review, citations = book["Review"], book["Citations"]
+    last = openpyxl.utils.get_column_letter(review.max_column)
+    assert review.column_dimensions[last].hidden and review[f"{last}1"].value == "Document ID (SHA-256)"
+    header = [c.value for c in citations[1]]
+    rows = [dict(zip(header, (c.value for c in row))) for row in citations.iter_rows(min_row=2)]
+    mine = [r for r in rows if r["Question"] == "Assignment" and r["Document"] == "acme-supply.pdf"]
+    rich, guarded = mine
+    assert rich["Section"] == "14.2 Assignment"
+    runs = list(rich["Quote"])  # CellRichText: plain text and bold blocks
+    bold = [run for run in runs if not isinstance(run, str) and run.font.b]
+    assert [run.text for run in bold] == ["Either party may assign this Agreement with consent."]
+    assert "".join(run if isinstance(run, str) else run.text for run in runs).endswith("the address above.")
+    assert guarded["Quote"] == "=HYPERLINK(evil) may assign"  # formula-led: plain, quote-prefixed text
+    cell = next(c for c in citations["H"] if c.value == "=HYPERLINK(evil) may assign")
+    assert cell.quotePrefix and cell.data_type == "s"
