@@ -28,11 +28,12 @@ __all__ = ["EACH_NOTICE", "ROUTE_SIMILARITY", "answer_each", "each_columns", "ea
 #: at least this similar to the category's name and question (the packaged embedder; cosine).
 ROUTE_SIMILARITY = 0.5
 
-_DOCS = r"(?:contracts?|agreements?|documents?|deals?|leases?|licen[cs]es?)"
+# Not "documents": "Which documents must the Supplier deliver?" asks about one contract's deliverables.
+_DOCS = r"(?:contracts?|agreements?|deals?|leases?|licen[cs]es?)"
 _IN_ROOM = r"(?:(?:in|of)\s+(?:the|this|our|my)\s+(?:collection|data\s+room|room|set|portfolio)\s+)?"
 # The wordings of a question about every contract, and where the question put to each contract starts.
 _ASKS_EACH = re.compile(
-    rf"^\s*(?:(?:which|what)\s+(?:of\s+(?:the|these|our|my)\s+)?{_DOCS}\s+{_IN_ROOM}(?:(?:that|which)\s+)?"
+    rf"^\s*(?:which\s+(?:of\s+(?:the|these|our|my)\s+)?{_DOCS}\s+{_IN_ROOM}(?:(?:that|which)\s+)?"
     rf"|(?:do|does|are|is|have|has|can|may|will|did)\s+(?:any|all|some|none)\s+(?:of\s+)?(?:the\s+|these\s+|our\s+)?"
     rf"{_DOCS}\s+{_IN_ROOM}"
     rf"|(?:please\s+)?(?:list|show|find|name|give\s+me|identify)\s+(?:me\s+)?(?:all\s+|every\s+|each\s+|the\s+|any\s+)*"

@@ -44,6 +44,8 @@ def test_a_question_about_every_contract_is_put_to_each(question: str, asked: st
         "Who are the parties to the Acme agreement?",
         "Which law governs the Acme contract?",
         "Which contracts",
+        "Which documents must the Supplier deliver at closing?",
+        "What agreements does the Master Agreement incorporate?",
     ],
 )
 def test_other_questions_are_not(question: str) -> None:
