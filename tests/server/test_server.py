@@ -73,7 +73,14 @@ def test_health_docs_and_openapi_need_no_token(server: Served) -> None:
         "/metrics",
     } <= set(spec["paths"])
     schemas = spec["components"]["schemas"]
-    assert {"AskRequest", "AnswerOut", "DocumentInfo", "ErrorResponse", "ReportOut"} <= set(schemas)
+    assert {
+        "CollectionAskRequest",
+        "DocumentAskRequest",
+        "AnswerOut",
+        "DocumentInfo",
+        "ErrorResponse",
+        "ReportOut",
+    } <= set(schemas)
     assert "bearer" in json.dumps(spec["components"]["securitySchemes"]).lower()
     upload_body = spec["paths"]["/v1/documents"]["post"]["requestBody"]["content"]
     assert {"application/pdf", "multipart/form-data"} <= set(upload_body)
