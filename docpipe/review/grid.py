@@ -5,6 +5,12 @@ A `Cell` has a status as the checklist has them (``present`` / ``absent`` / ``un
 on the cell: the note says why). A cell is ``present`` only with a quote found verbatim in the sections the
 model was given. Every (document, column) pair has a cell: nothing is silently missing.
 
+A grid carries the reviewers' marks on its cells (`ReviewGrid.marks`, `docpipe.review.marks`: accepted,
+corrected with the value, flagged, with a comment, who and when), and every export shows them: JSON a
+``"mark"`` object per cell (null when unmarked); CSV a ``<column> - mark`` column after each question when the
+grid has marks; Markdown the mark beside the cell and a "Reviewer marks" section; XLSX a "Marks" sheet and a
+note and border on each marked cell.
+
 Data and rendering only (the parts in `docpipe.review.cells`; JSON, CSV, Markdown here; XLSX in
 `docpipe.review.xlsx`); `docpipe.review.run` fills the grids.
 """
@@ -13,10 +19,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from docpipe.review.cells import CELL_LABELS, CELL_STATUSES, Cell, Column, ReviewManifest, Row, verified_label
+from docpipe.review.marks import MARK_FIELDS, Mark
 from docpipe.sheets import csv_text
 from docpipe.storage.store import atomic_write
 
@@ -26,6 +34,7 @@ __all__ = [
     "CITATION_FIELDS",
     "Cell",
     "Column",
+    "Mark",
     "ReviewGrid",
     "ReviewManifest",
     "Row",
@@ -63,6 +72,8 @@ class ReviewGrid:
     columns: list[Column]
     cells: list[list[Cell]]
     manifest: ReviewManifest
+    #: The reviewers' marks on this grid's cells, by (document id, column key) (`attach_marks`).
+    marks: dict[tuple[str, str], Mark] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if len(self.cells) != len(self.rows) or any(len(r) != len(self.columns) for r in self.cells):
@@ -73,6 +84,34 @@ class ReviewGrid:
     def cell(self, row: int | str, column: int | str) -> Cell:
         """Returns the cell at `row` (index, document id or name) and `column` (index, key or question)."""
         return self.cells[self._row(row)][self._column(column)]
+
+    def mark(self, row: int | str, column: int | str) -> Mark | None:
+        """Returns the reviewer's mark on the cell at `row` and `column` (as `cell` takes them), or None."""
+        return self.marks.get((self.rows[self._row(row)].document_id, self.columns[self._column(column)].key))
+
+    def attach_marks(self, marks: Mapping[tuple[str, str], Mark]) -> ReviewGrid:
+        """Returns this grid holding the marks (`MarkStore.marks`) of its own cells in place of those it had;
+        marks of other documents or columns are left out."""
+        cells = {(r.document_id, c.key) for r in self.rows if r.document_id for c in self.columns}
+        self.marks = {key: mark for key, mark in marks.items() if key in cells}
+        return self
+
+    def marked(self) -> list[tuple[Row, Column, Mark]]:
+        """Returns the marked cells in grid order: row, column, mark."""
+        return [
+            (row, column, self.marks[(row.document_id, column.key)])
+            for row in self.rows
+            for column in self.columns
+            if (row.document_id, column.key) in self.marks
+        ]
+
+    def mark_rows(self) -> list[list[str]]:
+        """Returns one row per marked cell, as `MARK_FIELDS` names them (document, column, mark, corrected
+        value, comment, by, when in UTC)."""
+        return [
+            [row.name, column.key, mark.label, mark.value or "", mark.comment, mark.user, mark.when]
+            for row, column, mark in self.marked()
+        ]
 
     def _row(self, row: int | str) -> int:
         if isinstance(row, int):
@@ -119,34 +158,56 @@ class ReviewGrid:
             "format": 1,
             "rows": [r.to_dict() for r in self.rows],
             "columns": [c.to_dict() for c in self.columns],
-            "cells": [[cell.to_dict() for cell in row] for row in self.cells],
+            "cells": [
+                [{**cell.to_dict(), "mark": self._mark_dict(row, column)} for column, cell in zip(self.columns, cells)]
+                for row, cells in zip(self.rows, self.cells)
+            ],
             "summary": self.summary(),
             "manifest": self.manifest.to_dict(),
         }
 
+    def _mark_dict(self, row: Row, column: Column) -> dict[str, Any] | None:
+        mark = self.marks.get((row.document_id, column.key))
+        return None if mark is None else {**mark.to_dict(), "when": mark.when}
+
     def to_json(self) -> str:
-        """Returns the whole grid (rows, columns, every cell with its quotes, the manifest) as indented JSON."""
+        """Returns the whole grid (rows, columns, every cell with its quotes and its reviewer's mark or null,
+        the manifest) as indented JSON."""
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReviewGrid:
+        marks = [Mark.from_dict(c["mark"]) for row in data["cells"] for c in row if isinstance(c.get("mark"), dict)]
         return cls(
             rows=[Row.from_dict(r) for r in data["rows"]],
             columns=[Column.from_dict(c) for c in data["columns"]],
             cells=[[Cell.from_dict(cell) for cell in row] for row in data["cells"]],
             manifest=ReviewManifest.from_dict(data["manifest"]),
+            marks={(m.document_id, m.column): m for m in marks},
         )
 
     def to_csv(self) -> str:
         """Returns the grid as CSV: one row per document (its name and id), one column per question, each cell
         as a table shows it (`Cell.text`: a typed value's display, else the status and short answer; then the
-        pages). `citations_csv` has the quotes, values as written and derivations. Every field, the
-        header's questions included, goes through `docpipe.sheets.cell_text` (no formula-led cell)."""
-        header = ["document", "document_id", *(c.key for c in self.columns)]
-        rows = (
-            [row.name, row.document_id, *(cell.text for cell in cells)] for row, cells in zip(self.rows, self.cells)
-        )
-        return csv_text(header, rows)
+        pages). `citations_csv` has the quotes, values as written and derivations. A grid with marks has a
+        ``<column> - mark`` column after each question (`Mark.text`: status, corrected value, comment, who).
+        Every field, the header's questions included, goes through `docpipe.sheets.cell_text` (no formula-led
+        cell)."""
+        if not self.marks:
+            header = ["document", "document_id", *(c.key for c in self.columns)]
+            rows = (
+                [row.name, row.document_id, *(cell.text for cell in cells)] for row, cells in zip(self.rows, self.cells)
+            )
+            return csv_text(header, rows)
+        header = ["document", "document_id", *(h for c in self.columns for h in (c.key, f"{c.key} - mark"))]
+        marked = []
+        for row, cells in zip(self.rows, self.cells):
+            fields = [row.name, row.document_id]
+            for column, cell in zip(self.columns, cells):
+                mark = self.marks.get((row.document_id, column.key))
+                fields += [cell.text, mark.text if mark is not None else ""]
+            marked.append(fields)
+        return csv_text(header, marked)
 
     def citation_rows(self) -> list[dict[str, str]]:
         """Returns one row per quote of every cell (document, question, status, answer, the typed value as shown,
@@ -185,11 +246,13 @@ class ReviewGrid:
         return csv_text(CITATION_FIELDS, self.citation_rows())
 
     def to_markdown(self) -> str:
-        """Returns the grid as a Markdown table, then the failures, for a reviewer."""
+        """Returns the grid as a Markdown table (a marked cell ends with its mark: ``[Corrected: Delaware]``),
+        then the failures, then the reviewers' marks, for a reviewer."""
         head = ["Document", *(c.key for c in self.columns)]
         lines = ["| " + " | ".join(_md(h) for h in head) + " |", "|" + "---|" * len(head)]
         for row, cells in zip(self.rows, self.cells):
-            lines.append("| " + " | ".join([_md(row.name), *(_md(cell.text) for cell in cells)]) + " |")
+            shown = [_md(cell.text + self._mark_sign(row, column)) for column, cell in zip(self.columns, cells)]
+            lines.append("| " + " | ".join([_md(row.name), *shown]) + " |")
         summary = self.summary()
         lines.append("")
         lines.append(
@@ -198,14 +261,34 @@ class ReviewGrid:
         )
         for failure in summary["failures"]:
             lines.append(f"- failed: {_md(failure)}")
+        if self.marks:
+            lines += ["", "Reviewer marks:", ""]
+            lines += ["| " + " | ".join(MARK_FIELDS) + " |", "|" + "---|" * len(MARK_FIELDS)]
+            lines += ["| " + " | ".join(_md(v) for v in fields) + " |" for fields in self.mark_rows()]
         return "\n".join(lines) + "\n"
 
-    def to_xlsx(self, path: Any = None) -> bytes:
+    def _mark_sign(self, row: Row, column: Column) -> str:
+        mark = self.marks.get((row.document_id, column.key))
+        if mark is None:
+            return ""
+        return f" [{mark.label}" + (f": {mark.value}" if mark.value is not None else "") + "]"
+
+    def to_xlsx(self, path: Any = None, *, pdfs: Mapping[str, str] | None = None) -> bytes:
         """Returns the grid as an Excel workbook (and writes it to `path` when given): see
-        `docpipe.review.xlsx`."""
+        `docpipe.review.xlsx`. `pdfs` maps a document id to its PDF's path relative to the workbook
+        (`docpipe.review.pdfs.copy_pdfs` copies them beside it): each citation's pages then link to
+        ``<path>#page=N``; without it nothing links outside the workbook."""
         from docpipe.review.xlsx import grid_workbook
 
-        data = grid_workbook(self.rows, self.columns, self.cells, manifest=self.manifest, summary=self.summary())
+        data = grid_workbook(
+            self.rows,
+            self.columns,
+            self.cells,
+            manifest=self.manifest,
+            summary=self.summary(),
+            marks=self.marks,
+            pdfs=pdfs,
+        )
         if path is not None:
             from pathlib import Path
 

@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,10 +44,12 @@ from docpipe.storage.store import atomic_write, make_private_dir
 
 if TYPE_CHECKING:
     from docpipe.storage.sealing import Sealer
+    from docpipe.storage.store import Store
 
 __all__ = [
     "DEFAULT_MATTER",
     "HISTORY",
+    "MARK_FIELDS",
     "MARK_LABELS",
     "MARK_STATUSES",
     "MAX_COLUMN_CHARS",
@@ -62,6 +65,8 @@ logger = logging.getLogger(__name__)
 MARK_STATUSES = ("accepted", "corrected", "flagged")
 #: How a mark reads beside a cell.
 MARK_LABELS = {"accepted": "Accepted", "corrected": "Corrected", "flagged": "Flagged"}
+#: The columns of a grid's marks table (the "Marks" sheet, the Markdown section), in order.
+MARK_FIELDS = ("Document", "Column", "Mark", "Corrected value", "Comment", "By", "When (UTC)")
 #: The matter of the library's and the CLI's own documents (the server's `DEFAULT_MATTER`).
 DEFAULT_MATTER = "default"
 MAX_COLUMN_CHARS = 2000  # a free question is its own column key; the server takes questions up to 2,000
@@ -110,6 +115,11 @@ class Mark:
         parts.append(f"({self.user})")
         return " - ".join(parts[:-1]) + " " + parts[-1]
 
+    @property
+    def when(self) -> str:
+        """Returns when the mark was made, in UTC (``2026-12-06T15:40:12Z``)."""
+        return datetime.fromtimestamp(self.time, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -127,6 +137,14 @@ class MarkStore:
         self.root = Path(home) / "matters"
         self.sealer = sealer
         self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, store: Store) -> MarkStore:
+        """Returns the marks kept beside `store` (a `DocPipe`'s ``dp.store``), sealed as it seals.
+
+        >>> MarkStore.of(dp.store).set("default", doc.id, "Governing law", status="accepted", user="alice")  # doctest: +SKIP
+        """
+        return cls(store.root, sealer=store.sealer)
 
     def folder(self, matter: str) -> Path:
         """Returns the matter's marks folder (it may not exist yet)."""

@@ -30,6 +30,7 @@ from docpipe.errors import ConfigError, DocpipeError
 from docpipe.review.grid import Cell, Column, ReviewGrid, Row
 from docpipe.review.offline import offline_row
 from docpipe.review.ray_rows import cell_row, worker_pipeline
+from docpipe.review.review import with_marks
 from docpipe.review.run import (
     EngineIdentity,
     PendingCell,
@@ -323,7 +324,7 @@ def review_on_ray(
         cells[r][c] = Cell(
             "failed", note=stopped or "The Ray run returned no result for this cell; run the grid again."
         )
-    return finish_grid(
+    grid = finish_grid(
         rows,
         columns,
         cells,
@@ -339,6 +340,7 @@ def review_on_ray(
         collection=coll.name,
         matter=coll.matter,
     )
+    return with_marks(grid, dp.store, coll.matter)
 
 
 def _take(

@@ -15,6 +15,7 @@ from docpipe.collection.handle import Collection, expand_sources
 from docpipe.errors import ConfigError, InputError
 from docpipe.ingest import build
 from docpipe.review.grid import ReviewGrid, Row
+from docpipe.review.marks import DEFAULT_MATTER, MarkStore
 from docpipe.review.run import ReviewProgress, run_grid
 from docpipe.storage.store import sha256_hex
 from docpipe.types import Document
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
     from docpipe.ingest.indexes import IndexCache
     from docpipe.retrieve.fusion import SearchIndex
     from docpipe.review.grid import Column
+    from docpipe.storage.store import Store
 
-__all__ = ["Reviewable", "check_ray_target", "review", "review_rows"]
+__all__ = ["Reviewable", "check_ray_target", "review", "review_rows", "with_marks"]
 
 #: What a grid reviews: a collection, a document, a file or folder, or a list of documents, files and folders.
 Reviewable: TypeAlias = "Collection | Document | Source | Sequence[Document | Source]"
@@ -48,7 +50,7 @@ def review(
     """Returns the grid of `docs` x `columns` (see `DocPipe.review`): each row's index opened (a file ingested)
     when the grid reaches it, a row that cannot be opened failed with the reason."""
     rows, opener = review_rows(docs, indexes=indexes, password=password)
-    return run_grid(
+    grid = run_grid(
         rows,
         columns,
         opener,
@@ -61,6 +63,22 @@ def review(
         collection=docs.name if isinstance(docs, Collection) else "",
         matter=docs.matter if isinstance(docs, Collection) else None,
     )
+    return with_marks(grid, indexes.store, _matter(docs))
+
+
+def with_marks(grid: ReviewGrid, store: Store, matter: str | None) -> ReviewGrid:
+    """Returns `grid` holding the reviewers' marks its matter (``default`` for None) keeps on its cells
+    (`docpipe.review.marks`): a rerun of the same documents and columns shows them again."""
+    return grid.attach_marks(MarkStore.of(store).marks(matter or DEFAULT_MATTER, [r.document_id for r in grid.rows]))
+
+
+def _matter(docs: Reviewable) -> str | None:
+    """Returns the matter the reviewed documents are seen in: a collection's, or the one all documents share."""
+    if isinstance(docs, Collection):
+        return docs.matter
+    items = [docs] if isinstance(docs, Document) or not isinstance(docs, Sequence) else list(docs)
+    matters = {item.matter for item in items if isinstance(item, Document)}
+    return matters.pop() if len(matters) == 1 else None
 
 
 def check_ray_target(docs: Reviewable) -> Collection:

@@ -8,6 +8,13 @@
   quote with its PDF line breaks folded and the marked sentence in bold, pages, the section's heading, verified,
   note), and one row for a cell without quotes, so every cell is accounted for.
 - Sheet "Manifest": the grid's provenance (engine, model, settings, which cells came from the cache).
+- Sheet "Marks" (a grid with reviewers' marks): one row per marked cell (document, column, mark, corrected
+  value, comment, by, when in UTC), its column linking to the cell; the cell itself has a note with the mark
+  and a coloured border (green accepted, amber corrected, red flagged).
+
+With `pdfs` (the documents copied beside the workbook, `docpipe.review.pdfs.copy_pdfs`), each citation's
+pages link to its file at its first page (``<folder>/<name>.pdf#page=N``, a relative link set as the cell's
+hyperlink, never a formula); without it nothing links outside the workbook.
 
 A ``present`` cell of a typed column holds its value as Excel types it (`excel_value`), so a reviewer sorts
 and filters the column ("expires before 2026", "notice under 60 days"):
@@ -43,14 +50,17 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from docpipe.errors import DependencyError
 from docpipe.review.cells import verified_label
-from docpipe.sheets import append_row, append_typed_row, sheet_title
+from docpipe.review.marks import MARK_FIELDS
+from docpipe.review.pdfs import pdf_target
+from docpipe.sheets import append_row, append_typed_row, sheet_title, xml_text
 from docpipe.terms.calendar import calendar_date
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
     from datetime import date
 
     from docpipe.review.cells import Cell, Column, ReviewManifest, Row
+    from docpipe.review.marks import Mark
     from docpipe.types import Citation
 
 __all__ = ["DATE_FORMAT", "PERCENT_FORMAT", "excel_value", "grid_workbook", "money_format"]
@@ -82,6 +92,7 @@ _CITATION_FIELDS = (
     "Note",
 )
 _ID_HEADER = "Document ID (SHA-256)"
+_MARK_BORDERS = {"accepted": "00B050", "corrected": "FFC000", "flagged": "FF0000"}
 
 
 def money_format(currency: str) -> str:
@@ -136,12 +147,17 @@ def grid_workbook(
     *,
     manifest: ReviewManifest,
     summary: dict[str, Any],
+    marks: Mapping[tuple[str, str], Mark] | None = None,
+    pdfs: Mapping[str, str] | None = None,
 ) -> bytes:
     """Returns the .xlsx bytes of a review grid's `rows` x `columns` (`ReviewGrid.to_xlsx`; see the module
-    docstring)."""
+    docstring), with the reviewers' `marks` by (document id, column key) and links into the `pdfs` copied
+    beside it (document id: relative path)."""
+    marks, pdfs = marks or {}, pdfs or {}
     try:
         from openpyxl import Workbook
-        from openpyxl.styles import Alignment, Font, PatternFill
+        from openpyxl.comments import Comment
+        from openpyxl.styles import Alignment, Border, Font, PatternFill, Side
         from openpyxl.utils import get_column_letter
         from openpyxl.worksheet.hyperlink import Hyperlink
     except ImportError as exc:  # a dependency of docpipe: missing only in a broken install
@@ -181,8 +197,14 @@ def grid_workbook(
                 number = append_row(citations, values)
                 if quote is not None and quote.highlight:
                     _bold_within(citations.cell(row=number, column=_QUOTE_COLUMN), quote.highlight)
+                if quote is not None and row.document_id in pdfs:
+                    pages = citations.cell(row=number, column=_PAGES_COLUMN)
+                    page = quote.page_start if quote.unit == "page" else None
+                    pages.hyperlink = pdf_target(pdfs[row.document_id], page)  # relative: beside the workbook
+                    pages.font = link
     _table(citations, bold=bold, wrap=wrap, freeze="B2", bounds=(8, 60))
 
+    marked: list[tuple[Row, Column, Mark, str]] = []
     append_row(sheet, ["Document", *(c.key for c in columns), _ID_HEADER])
     for r, (row, row_cells) in enumerate(zip(rows, cells)):
         typed = [excel_value(cell) for cell in row_cells]
@@ -197,6 +219,12 @@ def grid_workbook(
             where = f"'{citations.title}'!A{first_row[(r, c)]}"
             target.hyperlink = Hyperlink(ref=target.coordinate, location=where)
             target.font = link
+            mark = marks.get((row.document_id, columns[c].key))
+            if mark is not None:
+                target.comment = Comment(xml_text(f"{mark.text}, {mark.when}"), xml_text(mark.user)[:60])
+                side = Side(style="medium", color=_MARK_BORDERS.get(mark.status, "000000"))
+                target.border = Border(left=side, right=side, top=side, bottom=side)
+                marked.append((row, columns[c], mark, target.coordinate))
     _table(sheet, bold=bold, wrap=wrap, freeze="B2", bounds=(10, 48))
     # The hash is for matching files, not for reading: a hidden last column (unhide it to match files).
     last = get_column_letter(sheet.max_column)
@@ -211,12 +239,31 @@ def grid_workbook(
     for cell in provenance[1]:
         cell.font = bold
 
+    if marked:
+        _marks_sheet(book.create_sheet(sheet_title("Marks")), marked, review=sheet.title, link=link)
+        _table(book["Marks"], bold=bold, wrap=wrap, freeze="C2", bounds=(10, 60))
+
     out = io.BytesIO()
     book.save(out)
     return out.getvalue()
 
 
 _QUOTE_COLUMN = _CITATION_FIELDS.index("Quote") + 1
+_PAGES_COLUMN = _CITATION_FIELDS.index("Pages") + 1
+
+
+def _marks_sheet(sheet: Any, marked: list[tuple[Row, Column, Mark, str]], *, review: str, link: Any) -> None:
+    """Fills the "Marks" sheet: one row per marked cell, its column linking to the cell on the grid."""
+    from openpyxl.worksheet.hyperlink import Hyperlink
+
+    append_row(sheet, MARK_FIELDS)
+    for row, column, mark, coordinate in marked:
+        number = append_row(
+            sheet, [row.name, column.key, mark.label, mark.value or "", mark.comment, mark.user, mark.when]
+        )
+        where = sheet.cell(row=number, column=2)
+        where.hyperlink = Hyperlink(ref=where.coordinate, location=f"'{review}'!{coordinate}")
+        where.font = link
 
 
 def _bold_within(cell: Any, part: str) -> None:
