@@ -9,13 +9,22 @@ order. A route gets the pipeline, the stores and the caller in a matter through 
   ``/v1/collections/{name}/terms`` and ``/v1/jobs`` (downloads, the deadlines' iCalendar file)
 - `matters`: ``/v1/matters``
 - `documents`: ``/v1/documents``, ask and analyze, the stored ``/v1/answers`` and ``/v1/reports``
+- `marks`: ``/v1/marks``, reviewers' marks on grid cells
 """
 
 from __future__ import annotations
 
-from docpipe.server.routers import collections, documents, matters, openai, review_jobs, service
+from docpipe.server.routers import collections, documents, marks, matters, openai, review_jobs, service
 
 __all__ = ["ROUTERS"]
 
 #: In the order the app matches and documents them (the OpenAPI description lists the tags in this order).
-ROUTERS = (service.router, collections.router, openai.router, review_jobs.router, matters.router, documents.router)
+ROUTERS = (
+    service.router,
+    collections.router,
+    openai.router,
+    review_jobs.router,
+    matters.router,
+    documents.router,
+    marks.router,
+)

@@ -27,6 +27,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from starlette.exceptions import HTTPException
 
 from docpipe.errors import InputError, PasswordRequiredError
+from docpipe.review.review import with_marks
 from docpipe.server.access import Caller
 from docpipe.server.deps import (
     AuditDep,
@@ -214,6 +215,7 @@ def get_job(
         return _out(runner, job)
     with logged(audit, who, "read_review", detail=f"collection {job.collection} job {job.id}"):
         _open_grid_documents(dp, matters, who, grid, x_document_password)
+        with_marks(grid, dp.store, who.matter)
     return _out(runner, job, grid=grid)
 
 
@@ -245,6 +247,7 @@ def download_grid(
         return _not_done(request, job)
     with logged(audit, who, "download_review", detail=f"collection {job.collection} job {job.id} {format}"):
         _open_grid_documents(dp, matters, who, grid, x_document_password)
+        with_marks(grid, dp.store, who.matter)  # the marks as they are now, made after the job too
         if format == "xlsx":
             data: bytes = grid.to_xlsx()
         elif format == "csv":
