@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from docpipe.storage.store import atomic_write, make_private_dir
+from docpipe.storage.store import atomic_write, make_private_dir, tighten_mode
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -72,6 +72,7 @@ def copy_pdfs(store: Store, rows: Iterable[Row], export: Path) -> dict[str, str]
             name = f"{stem}-{n}{suffix}"
         taken.add(name.lower())
         make_private_dir(folder)
+        tighten_mode(folder, 0o700)  # left open by an earlier export or by hand: it holds the contracts
         atomic_write(folder / name, data)
         links[row.document_id] = str(PurePosixPath(folder.name, name))
     return links

@@ -232,6 +232,16 @@ def test_file_names_stay_in_the_folder_and_are_not_formula_led(name: str, stem: 
     assert safe_file_stem(name, fallback="fallback") == stem
 
 
+def test_an_open_folder_from_an_earlier_export_is_made_private(dp: DocPipe, room: Path, tmp_path: Path) -> None:
+    coll = dp.collection("deal")
+    coll.add(room)
+    out = tmp_path / "g.xlsx"
+    pdf_folder(out).mkdir(mode=0o755)
+    pdf_folder(out).chmod(0o755)
+    copy_pdfs(dp.store, dp.review(coll, questions=[LAW]).rows, out)
+    assert stat.S_IMODE(pdf_folder(out).stat().st_mode) == 0o700
+
+
 def test_a_document_no_longer_stored_gets_no_link(dp: DocPipe, room: Path, tmp_path: Path) -> None:
     coll = dp.collection("deal")
     coll.add(room)
