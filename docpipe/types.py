@@ -20,6 +20,7 @@ from docpipe.audit import AuditManifest, iso_time
 from docpipe.version import __version__
 
 __all__ = [
+    "OWN_MATTER",
     "PAGE_SEPARATOR",
     "Answer",
     "Citation",
@@ -30,7 +31,24 @@ __all__ = [
     "Passage",
     "Section",
     "page_range",
+    "scoped_matter",
 ]
+
+#: The store's own matter: where the command line and the library work unless told another, and what a server or
+#: workbench without API keys shows. Its views of documents and collections carry no matter (None), so what the
+#: command line caches is what the server finds, and the other way round.
+OWN_MATTER = "default"
+
+
+def scoped_matter(matter: str | None) -> str | None:
+    """Returns the matter a view is scoped to: None for the store's own matter (given as None or ``"default"``),
+    else `matter`.
+
+    >>> scoped_matter("default"), scoped_matter(None), scoped_matter("deal-x")
+    (None, None, 'deal-x')
+    """
+    return None if matter in (None, OWN_MATTER) else matter
+
 
 PAGE_SEPARATOR = "\n\n"
 

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from docpipe.cli.matter import file_members, matter_collection, owner_scope
 from docpipe.cli.output import EXIT_ERROR, emit
 from docpipe.errors import ConfigError, InputError
 
@@ -52,17 +53,10 @@ def _when(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).astimezone().strftime("%Y-%m-%d %H:%M %Z") if timestamp else "-"
 
 
-def existing_collection(dp: DocPipe, name: str) -> Collection:
-    """Returns the collection `name` when it exists; a `ConfigError` for a name that cannot be one, an
-    `InputError` listing the collections there are otherwise."""
-    coll = dp.collection(name)  # checks the name before anything reads or writes
-    if coll.exists:
-        return coll
-    names = [c.name for c in dp.collections()]
-    known = f"the collections are {', '.join(names)} (docpipe collections)" if names else "there are no collections yet"
-    raise InputError(
-        f"no collection named {name!r}: {known}; make one with docpipe ingest --collection {name} FOLDER_OR_FILES..."
-    )
+def existing_collection(dp: DocPipe, args: Any, name: str) -> Collection:
+    """Returns the collection `name` of the command's matter when it exists; a `ConfigError` for a name that
+    cannot be one, an `InputError` listing the matter's collections otherwise."""
+    return matter_collection(dp, args, name)
 
 
 # -- ingest ---------------------------------------------------------------------------------------
@@ -93,7 +87,7 @@ def ingest_collection(dp: DocPipe, args: Any, *, ask_password: Callable[[str], s
     """``docpipe ingest --collection NAME FOLDER_OR_FILES...``: adds them, prints the report; exit status 1
     when any file failed (the others are added all the same). `ask_password` is asked for the password of an
     encrypted file the given one does not open (`Collection.add`)."""
-    coll = dp.collection(args.collection)
+    coll = matter_collection(dp, args, args.collection, existing=False)
     if args.workers is not None and args.workers < 1:
         raise ConfigError("--workers must be at least 1 (leave it out for the configured number)")
     bars = _AddBars() if sys.stderr.isatty() and not args.json and not args.quiet else None
@@ -112,6 +106,7 @@ def ingest_collection(dp: DocPipe, args: Any, *, ask_password: Callable[[str], s
     finally:
         if bars is not None:
             bars.close()
+    _file_and_log(dp, args, coll, report)
     if args.json:
         emit(report.to_dict())
     else:
@@ -121,10 +116,23 @@ def ingest_collection(dp: DocPipe, args: Any, *, ask_password: Callable[[str], s
     return 0 if report.ok else EXIT_ERROR
 
 
+def _file_and_log(dp: DocPipe, args: Any, coll: Collection, report: Any) -> None:
+    """Files the added (and already present) members in the command's matter and writes one access-log line
+    per file, ``ok``, ``present`` or ``failed``, as a server's add does."""
+    scope = owner_scope(dp, args)
+    file_members(dp, args, [*report.added, *report.present])
+    detail = f"collection {coll.name}"
+    for members, outcome in ((report.added, "ok"), (report.present, "present")):
+        for member in members:
+            scope.record("collection_add", member.id, outcome=outcome, detail=detail)
+    for _failure in report.failed:
+        scope.record("collection_add", outcome="failed", detail=detail)
+
+
 # -- listing --------------------------------------------------------------------------------------
 def cmd_collections(dp: DocPipe, args: Any) -> int:
     data: list[dict[str, Any]] = []
-    for coll in dp.collections():
+    for coll in dp.collections(matter=owner_scope(dp, args).library_matter):
         members = coll.documents
         data.append({"name": coll.name, "documents": len(members), "pages": sum(m.pages for m in members)})
     if args.json:
@@ -157,18 +165,27 @@ def stored_record(dp: DocPipe, doc_id: str) -> dict[str, Any]:
 
 
 def cmd_ls(dp: DocPipe, args: Any) -> int:
+    scope = owner_scope(dp, args)
     held: dict[str, list[str]] = {}
-    for each in dp.collections():
+    for each in dp.collections(matter=scope.library_matter):
         for member in each.documents:
             held.setdefault(member.id, []).append(each.name)
     if args.collection is not None:
-        coll = existing_collection(dp, args.collection)
+        coll = existing_collection(dp, args, args.collection)
+        scope.record("list_collection", detail=f"collection {coll.name}")
         # The same fields as the store's listing: the name and time are the collection's own.
         rows: list[dict[str, Any]] = [
             {"id": m.id, "name": m.name, "pages": m.pages, "added": m.added, "collections": held.get(m.id, [])}
             for m in coll.documents
         ]
         empty = f"Collection {coll.name} holds no documents: docpipe ingest --collection {coll.name} FOLDER_OR_FILES..."
+    elif args.matter is not None:
+        scope.record("list_documents")
+        rows = [
+            {**stored_record(dp, d.id), "name": d.name, "added": d.added, "collections": held.get(d.id, [])}
+            for d in scope.documents()
+        ]
+        empty = f"No documents in matter {scope.matter!r}: docpipe ingest --matter {scope.matter} FILE..."
     else:
         rows = [{**stored_record(dp, d), "collections": held.get(d, [])} for d in dp.store.document_ids()]
         empty = f"No documents in the store at {dp.store.root}: docpipe ingest FILE... (or --collection NAME FOLDER)"
@@ -222,7 +239,7 @@ def rm_collection(dp: DocPipe, args: Any) -> int:
         raise ConfigError(
             "--all deletes the whole collection: give either documents or --all (docpipe rm --collection NAME --all)"
         )
-    coll = existing_collection(dp, args.collection)
+    coll = existing_collection(dp, args, args.collection)
     if args.all:
         members = coll.documents
         count = len(members)
@@ -291,9 +308,12 @@ def collection_ids(dp: DocPipe) -> set[str]:
 
 def _every_collection(dp: DocPipe) -> list[Collection]:
     from docpipe.access.matters import MatterStore
+    from docpipe.types import OWN_MATTER
 
-    found = list(dp.collections())
+    found = list(dp.collections())  # the store's own matter's
     for matter in MatterStore(dp.store.root).matters():
+        if matter == OWN_MATTER:
+            continue
         try:
             found += dp.collections(matter=matter)
         except ConfigError:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from docpipe.cli.collections import existing_collection
 from docpipe.cli.config import questions_file
+from docpipe.cli.matter import matter_document, owner_scope
 from docpipe.cli.output import emit
 
 __all__ = [
@@ -42,14 +43,24 @@ def _target(dp, args, command: str):
                 f'no such file: {args.file[:80]!r}: docpipe {command} FILE "QUESTION", or '
                 f'docpipe {command} --collection NAME "QUESTION" to ask a collection'
             )
-        return Path(args.file)
+        return matter_document(dp, args, Path(args.file), password=args.password)
     # A path here is a PDF given besides --collection: say so rather than ask the path as a question.
     if args.question is not None or (args.file and Path(args.file).exists()):
         raise ConfigError(
             f'give a PDF or --collection, not both: docpipe {command} --collection {args.collection} "QUESTION"'
         )
     args.question = args.file
-    return existing_collection(dp, args.collection)
+    return existing_collection(dp, args, args.collection)
+
+
+def _logged(dp, args, action: str, target, questions: list[str]):
+    """The access-log line of asking `target` (a document of the command's matter, or its collection)."""
+    from docpipe.collection.handle import Collection
+
+    scope = owner_scope(dp, args)
+    if isinstance(target, Collection):
+        return scope.logged(action, None, questions, detail=f"collection {target.name}")
+    return scope.logged(action, target.id, questions)
 
 
 def cmd_search(dp, args) -> int:
@@ -58,7 +69,8 @@ def cmd_search(dp, args) -> int:
     target = _target(dp, args, "search")
     if args.question is None:
         raise ConfigError('no question given: docpipe search FILE "QUESTION" (or --collection NAME "QUESTION")')
-    hits = dp.search(target, args.question, k=args.k, budget_tokens=args.budget, password=args.password)
+    with _logged(dp, args, "search", target, [args.question]):
+        hits = dp.search(target, args.question, k=args.k, budget_tokens=args.budget, password=args.password)
     if args.json:
         emit([h.to_dict() for h in hits])
         return 0
@@ -217,18 +229,19 @@ def cmd_ask(dp, args) -> int:
         raise ConfigError(f"{flag} is for a collection's contracts: ask with --collection NAME")
     questions = _questions(args)
     streaming = _streams(args, questions)
-    if streaming:
-        answers = [_stream_answer(dp, target, questions[0], args)]
-    else:
-        answers = dp.ask_many(
-            target,
-            questions,
-            k=args.k,
-            mode=args.mode,
-            password=args.password,
-            use_cache=not args.no_cache,
-            each=args.each,
-        )
+    with _logged(dp, args, "ask", target, questions):
+        if streaming:
+            answers = [_stream_answer(dp, target, questions[0], args)]
+        else:
+            answers = dp.ask_many(
+                target,
+                questions,
+                k=args.k,
+                mode=args.mode,
+                password=args.password,
+                use_cache=not args.no_cache,
+                each=args.each,
+            )
     if args.manifest:
         manifests = [a.manifest().to_dict() for a in answers]
         atomic_write(Path(args.manifest), (json.dumps(manifests, indent=2, ensure_ascii=False) + "\n").encode())
@@ -360,14 +373,16 @@ def cmd_analyze(dp, args) -> int:
 
         raise ConfigError("give the contract to analyse: docpipe analyze FILE (or --list-categories)")
     categories = args.categories.split(",") if args.categories else None
-    report = dp.analyze(
-        args.file,
-        categories,
-        mode=args.mode,
-        password=args.password,
-        use_cache=not args.no_cache,
-        expand=False if args.no_references else None,
-    )
+    doc = matter_document(dp, args, Path(args.file), password=args.password)
+    with owner_scope(dp, args).logged("analyze", doc.id, categories):
+        report = dp.analyze(
+            doc,
+            categories,
+            mode=args.mode,
+            password=args.password,
+            use_cache=not args.no_cache,
+            expand=False if args.no_references else None,
+        )
     text = {"md": report.to_markdown, "json": report.to_json, "csv": report.to_csv}[args.format]()
     if args.manifest:
         atomic_write(Path(args.manifest), (report.manifest.to_json() + "\n").encode())

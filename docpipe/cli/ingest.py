@@ -11,6 +11,7 @@ from typing import Any
 
 from docpipe.cli.collections import ingest_collection
 from docpipe.cli.config import should_prompt
+from docpipe.cli.matter import owner_scope
 from docpipe.cli.output import EXIT_ERROR, emit
 from docpipe.errors import DocpipeError, PasswordRequiredError, WrongPasswordError
 
@@ -116,6 +117,7 @@ def ingest_files(dp, args) -> int:
 
         option = "--workers" if args.workers is not None else "--executor ray"
         raise ConfigError(f"{option} applies to a --collection ingest (a data room): add --collection NAME")
+    scope = owner_scope(dp, args)
     bars = IngestBars(len(args.files)) if sys.stderr.isatty() and not args.json and not args.quiet else None
     results: list[dict[str, Any]] = []
     failed = 0
@@ -125,9 +127,13 @@ def ingest_files(dp, args) -> int:
             if bars is not None:
                 bars.start(path.name)
             try:
-                results.append(_ingested(_ingest_one(dp, path, args, bars, ask, typed)))
+                doc = _ingest_one(dp, path, args, bars, ask, typed)
+                scope.file(doc.id, path.name, encrypted=doc.encrypted)  # the matter's document, as an upload
+                scope.record("upload", doc.id, detail=path.name)
+                results.append(_ingested(doc))
             except DocpipeError as exc:
                 failed += 1
+                scope.record("upload", outcome=type(exc).__name__, detail=path.name)
                 results.append({"name": str(path), "error": str(exc), "error_type": type(exc).__name__})
             if bars is not None:
                 bars.file_done()

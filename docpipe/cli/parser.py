@@ -75,6 +75,17 @@ def _engine(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
 
 
+def _matter(p: argparse.ArgumentParser) -> None:
+    """The matter a command acts in as the store's owner (the access log records it): its documents and
+    collections only; the store's own matter, what `docpipe serve` and `docpipe ui` without keys show, when none."""
+    p.add_argument(
+        "--matter",
+        metavar="NAME",
+        help="act in this matter (its documents and collections; logged in the access log); default: the "
+        "store's own matter, the one docpipe serve and docpipe ui show without API keys",
+    )
+
+
 def _host(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
 
@@ -128,6 +139,7 @@ def _ingest_command(sub: _Commands, common: argparse.ArgumentParser) -> None:
         help="with --collection: PDFs extracted at once (default $DOCPIPE_EXTRACTION__MAX_CONCURRENT or 2)",
     )
     _executor(p)
+    _matter(p)
     _password(p, "password for encrypted PDFs")
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -138,6 +150,7 @@ def _asking_commands(sub: _Commands, common: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?", metavar="FILE", help=_ASK_OR_COLLECTION)
     p.add_argument("question", nargs="?", metavar="QUESTION")
     p.add_argument("--collection", metavar="NAME", help="search this collection instead of one PDF")
+    _matter(p)
     p.add_argument("-k", type=int, help="sections to retrieve (default 4)")
     _password(p, "password for an encrypted PDF")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -146,6 +159,7 @@ def _asking_commands(sub: _Commands, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("ask", parents=[common], help="answer questions with citations (one engine batch)")
     p.add_argument("file", nargs="?", metavar="FILE", help=_ASK_OR_COLLECTION)
     p.add_argument("question", nargs="?", metavar="QUESTION")
+    _matter(p)
     p.add_argument(
         "--collection",
         metavar="NAME",
@@ -191,6 +205,7 @@ def _asking_commands(sub: _Commands, common: argparse.ArgumentParser) -> None:
         "analyze", parents=[common], help="run the 41-category clause checklist over a contract (one engine batch)"
     )
     p.add_argument("file", type=Path, metavar="FILE", nargs="?")
+    _matter(p)
     p.add_argument("--format", choices=["md", "json", "csv"], default="md", help="report format (default md)")
     p.add_argument("--categories", help="comma-separated checklist categories (default all 41; see --list-categories)")
     p.add_argument("--list-categories", action="store_true", help="print the checklist's categories and exit")
@@ -213,6 +228,7 @@ def _review_command(sub: _Commands, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="PDFs or folders (or give --collection)")
     p.add_argument("--collection", metavar="NAME", help="review this collection's documents")
+    _matter(p)
     p.add_argument("-q", "--question", action="append", default=[], help="a column's question (repeat)")
     p.add_argument("--questions-file", type=Path, help="a file with one question per line")
     p.add_argument(
@@ -251,6 +267,7 @@ def _terms_command(sub: _Commands, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="PDFs or folders (or give --collection)")
     p.add_argument("--collection", metavar="NAME", help="the key terms of this collection's documents")
+    _matter(p)
     p.add_argument("--terms", metavar="IDS", help="comma-separated key terms to read (default: all; see --list)")
     p.add_argument("--list", action="store_true", help="list the key terms and exit")
     p.add_argument("--mode", choices=["think", "no_think", "auto"], default="think", help="Qwen3 thinking mode")
@@ -427,10 +444,19 @@ def _store_commands(sub: _Commands, common: argparse.ArgumentParser) -> None:
 def _listing_commands(sub: _Commands, common: argparse.ArgumentParser) -> None:
     """Adds ``collections`` and ``ls``."""
     p = sub.add_parser("collections", parents=[common], help="list the collections: documents and pages of each")
+    _matter(p)
     p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = sub.add_parser("ls", parents=[common], help="list the documents in the store, or in a collection")
+    p = sub.add_parser(
+        "ls", parents=[common], help="list the documents in the store, in a matter (--matter) or in a collection"
+    )
     p.add_argument("--collection", metavar="NAME", help="list this collection's documents")
+    p.add_argument(
+        "--matter",
+        metavar="NAME",
+        help="list this matter's documents (default: every document in the store; with --collection, the "
+        "matter's collection)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
 
 

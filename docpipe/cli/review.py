@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from docpipe.cli.config import questions_file
+from docpipe.cli.matter import matter_collection, owner_scope
 from docpipe.cli.output import EXIT_ERROR
 
 __all__ = ["cmd_review", "cmd_terms"]
@@ -74,9 +75,13 @@ def cmd_review(dp, args) -> int:
         from docpipe.terms.columns import load_columns
 
         columns = load_columns(args.columns)
-    source: Any = dp.collection(args.collection) if args.collection else list(args.paths)
+    source = _source(dp, args, "review")
     categories = [c for c in args.categories.split(",") if c.strip()] if args.categories else None
-    grid = _run(
+    grid = _logged_run(
+        dp,
+        args,
+        "review",
+        source,
         lambda bar: dp.review(
             source,
             questions=_review_questions(args),
@@ -90,7 +95,7 @@ def cmd_review(dp, args) -> int:
             use_cache=not args.no_cache,
             progress=bar,
             executor=args.executor,
-        )
+        ),
     )
     return _write(grid, args, fmt, what="questions")
 
@@ -111,13 +116,49 @@ def cmd_terms(dp, args) -> int:
         )
     fmt = _format(args)
     terms = [t.strip() for t in args.terms.split(",") if t.strip()] if args.terms else None
-    source: Any = dp.collection(args.collection) if args.collection else list(args.paths)
-    grid = _run(
+    source = _source(dp, args, "terms")
+    grid = _logged_run(
+        dp,
+        args,
+        "terms",
+        source,
         lambda bar: dp.terms(
             source, terms=terms, mode=args.mode, password=args.password, use_cache=not args.no_cache, progress=bar
-        )
+        ),
     )
     return _write(grid, args, fmt, what="key terms")
+
+
+def _source(dp: Any, args: Any, command: str) -> Any:
+    """Returns what the grid reads: the matter's collection, or the paths (in the store's own matter only: a
+    matter's documents are reviewed as its collection, so that its cells stay its own)."""
+    from docpipe.errors import ConfigError
+
+    if args.collection:
+        return matter_collection(dp, args, args.collection)
+    if not owner_scope(dp, args).own:
+        raise ConfigError(
+            f"with --matter, {command} a collection of the matter: docpipe ingest --matter {args.matter} "
+            f"--collection NAME FILES..., then docpipe {command} --matter {args.matter} --collection NAME"
+        )
+    return list(args.paths)
+
+
+def _logged_run(dp: Any, args: Any, action: str, source: Any, work: Any) -> Any:
+    """Runs the grid with its access-log line: a collection's, or one per document of the files reviewed."""
+    scope = owner_scope(dp, args)
+    if not isinstance(source, list):
+        with scope.logged(action, detail=f"collection {source.name}"):
+            return _run(work)
+    from docpipe.ingest.build import stored_label
+
+    grid = _run(work)
+    for row in grid.rows:
+        if row.document_id:  # "" when the file could not be read
+            _name, encrypted = stored_label(dp.store, row.document_id, dp.settings.extraction.extractor)
+            scope.file(row.document_id, row.name, encrypted=encrypted)
+        scope.record(action, row.document_id or None, outcome="failed" if row.error else "ok", detail=row.name)
+    return grid
 
 
 def _run(work: Any) -> Any:

@@ -28,6 +28,7 @@ from docpipe.retrieve.collection import CollectionIndex, Route
 from docpipe.retrieve.crossdoc import collection_context, lift
 from docpipe.retrieve.fusion import SearchIndex, context_limits, select_context
 from docpipe.storage.collections import CollectionStore
+from docpipe.types import OWN_MATTER, scoped_matter
 
 if TYPE_CHECKING:
     from docpipe.answer.answering import Answering
@@ -85,28 +86,57 @@ class CollectionService:
 
     # -- the handles and their records ---------------------------------------------------------
     def get(self, name: str, *, matter: str | None = None) -> Collection:
-        """Returns the collection `name` (created on its first `add`), in `matter` when given."""
-        return Collection(self, name, matter=matter)
+        """Returns the collection `name` (created on its first `add`), in `matter` when given (the store's own
+        matter, ``"default"``, is the library's: its handle has no matter)."""
+        return Collection(self, name, matter=scoped_matter(matter))
 
     def all(self, *, matter: str | None = None) -> list[Collection]:
         """Returns the collections (of `matter` when given), by name."""
+        matter = scoped_matter(matter)
         return [Collection(self, name, matter=matter) for name in self.records(matter).names()]
 
     def records(self, matter: str | None) -> CollectionStore:
-        """Returns the member records of the library's collections, or of `matter`'s."""
+        """Returns the member records of the store's own collections (`matter` None or ``"default"``: those
+        of the command line, the library, and a server or workbench without keys), or of `matter`'s."""
+        matter = scoped_matter(matter)
         if matter is None:
+            self._adopt_own_matter_folder()
             return CollectionStore(self.store.root / "collections")
         from docpipe.access.keys import check_matter_name
 
         return CollectionStore(self.store.root / "matters" / check_matter_name(matter) / "collections")
 
+    def _adopt_own_matter_folder(self) -> None:
+        """Moves the collections a server without keys kept in ``matters/default/collections`` (before the
+        store's own matter was one with the library's) to the library's folder; a name held by both stays
+        where it is (the log says so) for its owner to rename."""
+        old = self.store.root / "matters" / OWN_MATTER / "collections"
+        if not old.is_dir():
+            return
+        with self._lock:
+            new = self.store.root / "collections"
+            new.mkdir(mode=0o700, exist_ok=True)
+            for folder in sorted(p for p in old.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                target = new / folder.name
+                if target.exists():
+                    logger.warning("left %s where it is: %s exists in the store's own collections", folder, target)
+                    continue
+                folder.rename(target)
+                logger.info("the collection %s of the server's default matter is now the store's own", target.name)
+            try:
+                old.rmdir()
+            except OSError:
+                pass  # what could not be moved stays, and is said above
+
     def all_records(self) -> list[CollectionStore]:
-        """Returns the collection records of the library and of every matter folder in the home."""
+        """Returns the collection records of the store's own collections and of every other matter's."""
         stores = [self.records(None)]
         matters = self.store.root / "matters"
         if matters.is_dir():
             stores += [
-                CollectionStore(folder / "collections") for folder in sorted(matters.iterdir()) if folder.is_dir()
+                CollectionStore(folder / "collections")
+                for folder in sorted(matters.iterdir())
+                if folder.is_dir() and folder.name != OWN_MATTER
             ]
         return stores
 

@@ -45,6 +45,7 @@ __all__ = [
     "prepare_index",
     "read_source",
     "search_index",
+    "stored_label",
     "stored_parts",
     "view",
 ]
@@ -129,6 +130,19 @@ def extract(
         password_check=record.get("password_check"),
         kind=kind,
     )
+
+
+def stored_label(store: Store, doc_id: str, extractor: str) -> tuple[str, bool]:
+    """Returns the name a stored document was first ingested under ("" when no extraction record is left) and
+    whether it is an encrypted PDF, read from its extraction record by `extractor` or another reader. A
+    document with no record is taken as encrypted: its text then needs a password, never less."""
+    from docpipe.ingest.extract.docx import READER
+
+    for reader in dict.fromkeys((extractor, "pypdf", "pypdfium2", READER)):
+        record = store.load_extraction(doc_id, reader)
+        if record is not None:
+            return str(record.get("name", "")), record.get("password_check") is not None
+    return "", True
 
 
 def _extract_record(

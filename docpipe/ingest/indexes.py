@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from docpipe.errors import InputError
 from docpipe.ingest import build
 from docpipe.ingest.slots import ExtractionSlots
+from docpipe.types import scoped_matter
 
 if TYPE_CHECKING:
     from docpipe.embed.base import Embedder
@@ -148,7 +149,7 @@ class IndexCache:
         index = self.stored(doc_id, password=password, authorized=authorized, name=name)
         if index is None:
             return None
-        return replace(index.doc, name=name or index.doc.name, matter=matter)
+        return replace(index.doc, name=name or index.doc.name, matter=scoped_matter(matter))
 
     def stored(self, doc_id: str, *, password: str | None, authorized: bool, name: str | None) -> SearchIndex | None:
         """Returns the index of a document the store holds (None when it does not), checked unless

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from docpipe.access.keys import KeyStore
 from docpipe.access.log import AccessLog
 from docpipe.access.matters import MatterStore
+from docpipe.access.scope import adopt_own_store
 from docpipe.errors import ConfigError, DependencyError, DocpipeError
 from docpipe.server.errors import BodyLimit, error_body, install_error_handlers, route_of, send_json
 from docpipe.server.housekeeping import Housekeeper
@@ -199,6 +200,8 @@ def _set_state(app: FastAPI, dp: DocPipe, options: ServeOptions, metrics: Metric
     # Matters, per-user keys and the access log live in the store, beside the documents they govern.
     app.state.keys = KeyStore(dp.store.root)
     app.state.matters = MatterStore(dp.store.root)
+    # What the command line and the library ingested is the store's own matter's: filed before any request.
+    adopt_own_store(dp.store, dp.settings.extraction.extractor)
     app.state.audit = AccessLog(dp.store.root, key_file=dp.settings.audit_key_file)
     app.state.audit.prepare()  # the wrong audit key fails here, not at the first request
     # Review jobs run here, one at a time; the lifespan starts and stops the runner.

@@ -220,11 +220,12 @@ def new_key(home: Path, user: str, *grants: str) -> str:
 
 
 class Client:
-    """One caller of the REST API: a key, optionally a matter (X-Matter)."""
+    """One caller of the REST API: a key ("" for the local user of a server without keys or token), optionally a
+    matter (X-Matter)."""
 
     def __init__(self, served: Served, key: str, matter: str | None = None) -> None:
         self.url = served.url
-        self.headers = {"Authorization": f"Bearer {key}"}
+        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
         if matter:
             self.headers["X-Matter"] = matter
 
