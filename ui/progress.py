@@ -1,6 +1,7 @@
 """Upload progress in the workbench: what the library reports while it ingests (`DocPipe.ingest`'s stage
 callback, plain strings; `Collection.add`'s `AddProgress` steps) shown as Gradio's progress bar over the upload
-result, with the file and its stage as the bar's text.
+result, with the file and its stage as the bar's text; and the Data room's adds in flight (`AddsInFlight`),
+which a Run pressed meanwhile waits for.
 
 Explicit ``gr.Progress`` calls, not ``track_tqdm``: Gradio keeps one `gr.Progress` per handler (the parameter's
 default value) and tqdm tracking appends to its shared list, so concurrent uploads (several ingest events run
@@ -13,10 +14,12 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["STAGE_START", "UploadProgress", "stage_fraction"]
+__all__ = ["NEW_ADD_JS", "STAGE_START", "AddsInFlight", "UploadProgress", "stage_fraction"]
 
 logger = logging.getLogger(__name__)
 
@@ -114,3 +117,65 @@ class UploadProgress:
         else:
             desc = f"{self.files_done} of {self.total} files; {kind}"
         self._report(self.files_done / self.total, desc)
+
+
+# The page's token for an add, set in the browser the moment Add is pressed (before the add reaches the
+# server's queue), so a Run pressed next can name the add it must wait for.
+NEW_ADD_JS = "() => Date.now().toString(36) + '-' + Math.random().toString(36).slice(2)"
+
+
+class _Add:
+    __slots__ = ("collection", "done")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.collection: str | None = None
+
+
+class AddsInFlight:
+    """The Data room's adds to a collection, by the key of the page's token for each (`NEW_ADD_JS`): `wait`
+    returns once the add `finished`, with the collection it added to. Either side may come first: a Run
+    pressed while the add still waits in Gradio's queue waits for it to start and finish. Finished adds are
+    remembered (the newest `keep`), so a token the page still holds never waits.
+
+    >>> adds = AddsInFlight(); adds.finished("s:t1", "deal-x"); adds.wait("s:t1", timeout=0)
+    (True, 'deal-x')
+    >>> adds.wait("s:t2", timeout=0)
+    (False, None)
+    """
+
+    def __init__(self, *, keep: int = 4096) -> None:
+        self.keep = keep
+        self._adds: OrderedDict[str, _Add] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _entry(self, key: str) -> _Add:
+        with self._lock:
+            entry = self._adds.get(key)
+            if entry is None:
+                entry = self._adds[key] = _Add()
+                while len(self._adds) > self.keep:
+                    oldest = next(iter(self._adds))
+                    if not self._adds[oldest].done.is_set() and oldest != key:
+                        self._adds.move_to_end(oldest)  # someone waits on it: keep it
+                        break
+                    del self._adds[oldest]
+            return entry
+
+    def finished(self, key: str, collection: str | None) -> None:
+        """Records that the add `key` is over (whether or not it added anything), and where it added to."""
+        entry = self._entry(key)
+        entry.collection = collection
+        entry.done.set()
+
+    def done(self, key: str) -> bool:
+        """Returns True when the add `key` has finished."""
+        return self._entry(key).done.is_set()
+
+    def wait(self, key: str, *, timeout: float) -> tuple[bool, str | None]:
+        """Returns (finished, its collection) once the add `key` finished, or (False, None) after `timeout`
+        seconds."""
+        entry = self._entry(key)
+        if not entry.done.wait(timeout):
+            return False, None
+        return True, entry.collection
