@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
 from docpipe import Citation, DocpipeError, Document
 from docpipe.answer.core import check_question
 from docpipe.ui.render import doc_label
+
+if TYPE_CHECKING:
+    from docpipe import DocPipe
 
 __all__ = [
     "BUSY",
@@ -24,9 +28,12 @@ __all__ = [
     "choice_index",
     "citation_choices",
     "document_choices",
+    "engine_thinks",
     "pickers",
     "quote_choices",
 ]
+
+logger = logging.getLogger(__name__)
 
 MODES = ["auto", "think", "no_think"]
 MAX_QUESTION_CHARS = 2000
@@ -96,3 +103,14 @@ def quote_choices(quotes: list[Citation]) -> list[tuple[str, str]]:
         label = f"{number + 1}. {q.pages if q.page_start else '?'}: {text[:70]}{'...' if len(text) > 70 else ''}"
         choices.append((label, str(number)))
     return choices
+
+
+def engine_thinks(dp: DocPipe) -> bool:
+    """Returns True when a language model answers (it may think first: the thinking mode means something);
+    False offline, where answers are quoted from the contract. The engine is loaded on first use, as for a
+    first question; one that is configured but fails to load counts as there."""
+    try:
+        return dp.engine is not None
+    except DocpipeError as exc:
+        logger.warning("the answer engine did not load (%s); the thinking mode is offered anyway", exc)
+        return True

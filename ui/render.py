@@ -47,6 +47,15 @@ CSS = """
 #source-panel pre, #answer-text pre { white-space: pre-wrap; font-family: inherit; margin: 0; }
 #source-panel mark { background: #ffe066; color: inherit; padding: 0 1px; }
 .dp-ok { color: #1a7f37; } .dp-err { color: #c62828; } .dp-warn { color: #9a6700; }
+.dp-legend { display: flex; flex-wrap: wrap; gap: 4px 16px; list-style: none; padding: 0; margin: 0; }
+.dp-swatch, .dp-mark { display: inline-block; min-width: 1.4em; padding: 0 4px; border-radius: 3px;
+  text-align: center; color: #1f2328; border: 1px solid #c8ccd1; }
+.dp-sym { font-weight: bold; }
+.dp-decisive { display: block; font-style: italic; margin-top: 2px; }
+.dp-mark { margin-left: 4px; font-size: 0.9em; white-space: nowrap; }
+.dp-mark-accepted { background: #cfe8ff; } .dp-mark-corrected { background: #e9d8fd; }
+.dp-mark-flagged { background: #ffd8a8; }
+.dp-legend-marks { margin: 4px 0 0 0; }
 """
 
 

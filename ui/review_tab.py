@@ -4,23 +4,25 @@ terms (`docpipe.ui.terms_view`).
 
 Choose one of the session's (or, with API keys, the matter's) collections, or upload PDFs into a new or
 existing one (the Upload tab's collection path: the same upload checks and limits); type questions, one per
-line, and/or tick checklist categories; Run. A question may name what its cells hold after ``::``
+line, and/or tick checklist categories (or all of them with one switch); Run. A Run pressed while an add is
+still in flight waits for it (`docpipe.ui.progress.AddsInFlight`). A question may name what its cells hold after ``::``
 (``Which law governs?::jurisdiction``): its cells show the value read, and the column sorts and filters by
 value (`docpipe.ui.review_render`). `DocPipe.review` runs in a worker thread and the table is
 redrawn from its progress events (each finished cell filled in, at most every `STREAM_INTERVAL_S`); the finished grid stays in the session's
-state, on the server. A cell is opened by clicking it in the table or with the pickers below it: its answer,
+state, on the server. Rows are in document-name order; cells are coloured by status with a legend, show the
+decisive sentence and the reviewer's mark (`ReviewGrid.marks`); the downloads sit above the page view;
+the thinking-mode choice is shown only when a language model answers. A cell is opened by clicking it in the table or with the pickers below it: its answer,
 note and quotes, and the quote's page rendered with the quote marked (`docpipe.ui.pageview`). Opening a
 cell checks again that the collection is one the user may read now and that the document is in it.
 """
 
 from __future__ import annotations
 
-import functools
 import html
 import logging
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,12 +32,13 @@ from gradio import Request as GradioRequest
 from docpipe import CHECKLIST, DocpipeError, Document, ReviewGrid
 from docpipe.review import columns_for
 from docpipe.storage.store import atomic_write
-from docpipe.ui.choices import BUSY, MAX_QUESTION_CHARS, MODES, choice_index, quote_choices
+from docpipe.ui.choices import BUSY, MAX_QUESTION_CHARS, MODES, choice_index, engine_thinks, quote_choices
 from docpipe.ui.dataroom import MAX_GRID_CELLS, DataRoom, streamed_review
 from docpipe.ui.handlers import Workbench
-from docpipe.ui.review_render import cell_html, grid_table, progress_table
+from docpipe.ui.progress import NEW_ADD_JS, AddsInFlight
+from docpipe.ui.review_layout import EXPORTS, MAX_GRID_QUESTIONS, MAX_QUESTIONS_TEXT, layout
+from docpipe.ui.review_render import by_name, cell_html, grid_table, name_order, progress_table
 from docpipe.ui.terms_view import TermsView
-from docpipe.ui.uploads import remove_folder
 
 if TYPE_CHECKING:
     from docpipe import Collection
@@ -44,6 +47,7 @@ __all__ = [
     "EXPORTS",
     "MAX_GRID_CELLS",
     "MAX_GRID_QUESTIONS",
+    "MAX_ADD_WAIT_S",
     "MAX_QUESTIONS_TEXT",
     "STREAM_INTERVAL_S",
     "ReviewTab",
@@ -51,39 +55,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MAX_GRID_QUESTIONS = 50  # free questions per grid (checklist categories come on top: at most all 41)
-MAX_QUESTIONS_TEXT = MAX_GRID_QUESTIONS * (MAX_QUESTION_CHARS + 1)  # the questions box, before it is split
 STREAM_INTERVAL_S = 0.5  # the table is redrawn at most this often while the grid runs
-EXPORTS = (("xlsx", "XLSX"), ("csv", "CSV"), ("json", "JSON"))
-
-
-@dataclass
-class _Parts:
-    """The tab's components, as `ReviewTab._layout` made them."""
-
-    folder: Any
-    grid_state: Any
-    tab: Any
-    collection: Any
-    files: Any
-    new_name: Any
-    add_btn: Any
-    add_result: Any
-    password: Any
-    questions: Any
-    categories: Any
-    mode: Any
-    run_btn: Any
-    status: Any
-    table: Any
-    cell_doc: Any
-    cell_col: Any
-    cell_quote: Any
-    cell_out: Any
-    page_img: Any
-    page_caption: Any
-    downloads: list[Any]
-    terms: Any  # the Key terms view's components (`docpipe.ui.terms_view`)
+MAX_ADD_WAIT_S = 1800.0  # a Run waits this long at most for an add in flight (a big data room takes minutes)
 
 
 class ReviewTab:
@@ -96,12 +69,13 @@ class ReviewTab:
         self.access = wb.access
         self.room = DataRoom(wb)
         self.terms = TermsView(self.room)
+        self.adds = AddsInFlight()
 
     # -- layout ----------------------------------------------------------------------------------------------
     def build(self, *, docs_state: Any, matter_pick: Any, space: Any, pickers: list[Any], concurrency: int) -> None:
         """Adds the tab to the Blocks being built; `pickers` are the other tabs' document pickers (an upload
         here offers its collection there too)."""
-        ui = self._layout()
+        ui = layout()
         self.terms.wire(
             ui.terms,
             collection=ui.collection,
@@ -112,16 +86,28 @@ class ReviewTab:
         )
         ui.tab.select(self.refresh, [matter_pick, space, ui.collection], [ui.collection], api_name=False)
         matter_pick.change(self.refresh, [matter_pick, space, ui.collection], [ui.collection], api_name=False)
-        ui.add_btn.click(
+        # The add's token is set in the page the moment Add is pressed, so a Run pressed next waits for it.
+        ui.add_btn.click(None, None, [ui.adding], js=NEW_ADD_JS, api_name=False).then(
             self.add,
-            [ui.files, ui.password, docs_state, matter_pick, ui.new_name, ui.collection, space],
+            [ui.files, ui.password, docs_state, matter_pick, ui.new_name, ui.collection, space, ui.adding],
             [ui.add_result, docs_state, *pickers, ui.files, ui.collection],
             concurrency_limit=max(1, min(4, concurrency)),
             concurrency_id="ingest",
             api_name="review_add",
         )
+        ui.all_categories.input(self.all_categories, [ui.all_categories], [ui.categories], api_name=False)
+        ui.categories.input(
+            lambda chosen: len(chosen or []) == len(CHECKLIST), [ui.categories], [ui.all_categories], api_name=False
+        )
+        if self.wb.demo is not None:  # the thinking-mode choice, once the page knows whether a model answers
+            self.wb.demo.load(self.thinking_choice, None, [ui.mode], api_name=False)
         cell_outputs = [ui.cell_out, ui.cell_quote, ui.page_img, ui.page_caption]
         ui.run_btn.click(
+            self.wait_for_add,
+            [ui.adding, ui.collection, matter_pick, space],
+            [ui.status, ui.collection],
+            api_name=False,
+        ).then(
             self.run,
             [ui.collection, ui.questions, ui.categories, ui.mode, ui.password, ui.folder, matter_pick, space],
             [ui.status, ui.table, ui.grid_state, ui.cell_doc, ui.cell_col, *cell_outputs, ui.folder, *ui.downloads],
@@ -150,108 +136,6 @@ class ReviewTab:
             api_name=False,
         )
 
-    @staticmethod
-    def _layout() -> _Parts:
-        """Lays the tab out: its components, in page order."""
-        folder = gr.State(None, delete_callback=remove_folder)
-        grid_state = gr.State(None)
-        with gr.Tab("Data room", id="dataroom") as tab:
-            collection = gr.Dropdown(label="Collection", choices=[], elem_id="dr-collection")
-            with gr.Accordion("Add PDFs to a collection", open=True):
-                files = gr.File(
-                    label="PDF or Word (.docx) files (the Upload tab's limits apply)",
-                    file_count="multiple",
-                    file_types=[".pdf", ".docx"],
-                    type="filepath",
-                    elem_id="dr-files",
-                )
-                with gr.Row():
-                    new_name = gr.Textbox(
-                        label="Collection to add them to (created if new; empty: the one chosen above)",
-                        max_length=63,
-                        elem_id="dr-new-collection",
-                        scale=3,
-                    )
-                    add_btn = gr.Button("Add to collection", elem_id="dr-add-btn", scale=1)
-                add_result = gr.HTML(elem_id="dr-add-result")
-            password = gr.Textbox(
-                label="Password (encrypted PDFs only: to add, review and show their pages)",
-                type="password",
-                elem_id="dr-password",
-            )
-            with gr.Tabs(elem_id="dr-views"):
-                with gr.Tab("Review grid", id="dr-review-view"):
-                    grid = ReviewTab._grid_layout()
-                with gr.Tab("Key terms", id="dr-terms-view"):
-                    terms = TermsView.layout()
-        return _Parts(
-            folder=folder,
-            grid_state=grid_state,
-            tab=tab,
-            collection=collection,
-            files=files,
-            new_name=new_name,
-            add_btn=add_btn,
-            add_result=add_result,
-            password=password,
-            terms=terms,
-            **grid,
-        )
-
-    @staticmethod
-    def _grid_layout() -> dict[str, Any]:
-        """Lays the review grid's view out: its components, in page order."""
-        questions = gr.Textbox(
-            label=f"Questions, one per line (at most {MAX_GRID_QUESTIONS}); after :: what a cell holds, e.g. "
-            "Which law governs?::jurisdiction",
-            lines=4,
-            max_length=MAX_QUESTIONS_TEXT,
-            elem_id="dr-questions",
-        )
-        categories = gr.CheckboxGroup(
-            [c.name for c in CHECKLIST], value=[], label="Checklist categories", elem_id="dr-categories"
-        )
-        mode = gr.Radio(MODES, value="think", label="Thinking mode", elem_id="dr-mode")
-        run_btn = gr.Button("Run", variant="primary", elem_id="dr-run")
-        status = gr.Markdown(elem_id="dr-status")
-        table = gr.Dataframe(
-            headers=["Document"],
-            datatype="str",
-            interactive=False,
-            wrap=True,
-            label="Review grid (click a cell to open it; typed columns sort and filter by value)",
-            elem_id="dr-grid",
-        )
-        with gr.Row():
-            cell_doc = gr.Dropdown(label="Document", choices=[], elem_id="dr-cell-doc")
-            cell_col = gr.Dropdown(label="Question", choices=[], elem_id="dr-cell-col")
-            cell_quote = gr.Dropdown(label="Quote", choices=[], elem_id="dr-cell-quote")
-        cell_out = gr.HTML(elem_id="dr-cell")
-        page_img = gr.Image(
-            label="Page", type="pil", format="png", interactive=False, elem_id="dr-page", buttons=["fullscreen"]
-        )
-        page_caption = gr.Markdown(elem_id="dr-page-caption")
-        with gr.Row():
-            downloads = [
-                gr.DownloadButton(f"Download {label}", visible=False, elem_id=f"dr-{suffix}")
-                for suffix, label in EXPORTS
-            ]
-        return {
-            "questions": questions,
-            "categories": categories,
-            "mode": mode,
-            "run_btn": run_btn,
-            "status": status,
-            "table": table,
-            "cell_doc": cell_doc,
-            "cell_col": cell_col,
-            "cell_quote": cell_quote,
-            "cell_out": cell_out,
-            "page_img": page_img,
-            "page_caption": page_caption,
-            "downloads": downloads,
-        }
-
     # -- collections -----------------------------------------------------------------------------------------
     def _names(self, matter: str | None, space: str | None, request: Any) -> list[str]:
         principal = self.access.principal(request)
@@ -274,18 +158,74 @@ class ReviewTab:
         new_name: str | None,
         chosen: str | None,
         space: str | None,
+        token: str | None,
         request: GradioRequest,
     ):
         """Adds the uploads to the named collection through the Upload tab's collection path (the same checks
-        and limits), then offers the collection here and in the other tabs' pickers."""
-        name = (new_name or "").strip() or (chosen or "")
-        result, docs, *pickers, left = self.wb.ingest_collection(files, password, docs, matter, name, space, request)
+        and limits), then offers the collection here and in the other tabs' pickers. `token` is the page's
+        for this add: a Run waiting for it (`wait_for_add`) goes on when it is over, whatever its outcome."""
+        value = None
+        try:
+            name = (new_name or "").strip() or (chosen or "")
+            result, docs, *pickers, left = self.wb.ingest_collection(
+                files, password, docs, matter, name, space, request
+            )
+            try:
+                names = self._names(matter, space, request)
+            except DocpipeError:
+                names = []
+            value = name if name in names else (chosen if chosen in names else None)
+            return result, docs, *pickers, left, gr.Dropdown(choices=names, value=value)
+        finally:
+            if token:
+                self.adds.finished(self._add_key(token, request), value)
+
+    @staticmethod
+    def _add_key(token: str, request: Any) -> str:
+        # The session's own: a token copied from another page names no add of this one.
+        return f"{getattr(request, 'session_hash', None) or ''}:{str(token)[:64]}"
+
+    def wait_for_add(
+        self, token: str | None, chosen: str | None, matter: str | None, space: str | None, request: GradioRequest
+    ):
+        """Before a Run: waits for the page's latest add when it is still in flight (or still queued), then
+        chooses the collection it added to, so the grid runs over it instead of "choose a collection first"."""
+        if not token:
+            yield gr.skip(), gr.skip()
+            return
+        key = self._add_key(token, request)
+        if self.adds.done(key):
+            _done, added = self.adds.wait(key, timeout=0)
+            # The add may be over while the page has not drawn its outcome yet: then its collection, if none.
+            yield gr.skip(), gr.skip() if chosen or not added else self._picked(added, matter, space, request)
+            return
+        yield "Waiting for the add to the collection to finish; the grid runs then.", gr.skip()
+        done, added = self.adds.wait(key, timeout=MAX_ADD_WAIT_S)
+        if not done:
+            yield "**Error:** the add is still running: press Run again once it has finished.", gr.skip()
+            return
+        if added is None:
+            yield "The add finished without a collection to run.", gr.skip()
+            return
+        yield (
+            f"The add finished: running the grid over {html.escape(added)}.",
+            self._picked(added, matter, space, request),
+        )
+
+    def _picked(self, name: str, matter: str | None, space: str | None, request: Any) -> Any:
         try:
             names = self._names(matter, space, request)
         except DocpipeError:
-            names = []
-        value = name if name in names else (chosen if chosen in names else None)
-        return result, docs, *pickers, left, gr.Dropdown(choices=names, value=value)
+            return gr.skip()
+        return gr.Dropdown(choices=names, value=name) if name in names else gr.skip()
+
+    def all_categories(self, everything: bool) -> Any:
+        """The "all checklist categories" switch: every category ticked, or none."""
+        return gr.CheckboxGroup(value=[c.name for c in CHECKLIST] if everything else [])
+
+    def thinking_choice(self) -> Any:
+        """Returns the thinking-mode choice, shown only when a language model answers (`engine_thinks`)."""
+        return gr.Radio(visible=engine_thinks(self.dp))
 
     # -- running a grid --------------------------------------------------------------------------------------
     def _columns(self, text: str | None, categories: list[str] | None) -> tuple[list[str], list[str]]:
@@ -329,7 +269,10 @@ class ReviewTab:
         except DocpipeError as exc:
             yield f"**Error:** {html.escape(str(exc))}", gr.skip(), None, *cleared, *empty_cell, folder, *hidden
             return
-        names = [m.name for m in members]
+        # Rows by document name, as the finished grid has them (`by_name`), while the grid fills in too.
+        order = name_order([m.name for m in members], [m.id for m in members])
+        names = [members[i].name for i in order]
+        row_of = {old: new for new, old in enumerate(order)}
         columns = [c.key for c in columns_for(asked, categories=chosen)]  # the grid's: categories, then questions
         total = len(names) * len(columns)
         yield (
@@ -341,14 +284,18 @@ class ReviewTab:
             folder,
             *hidden,
         )
-        review = functools.partial(
-            self.dp.review,
-            coll,
-            questions=asked or None,
-            categories=chosen or None,
-            mode=mode if mode in MODES else "think",
-            password=password or None,
-        )
+
+        def review(*, progress: Any, cancel: Any) -> ReviewGrid:
+            return self.dp.review(
+                coll,
+                questions=asked or None,
+                categories=chosen or None,
+                mode=mode if mode in MODES else "think",
+                password=password or None,
+                progress=lambda event: progress(replace(event, row=row_of.get(event.row, event.row))),
+                cancel=cancel,
+            )
+
         grid, error = yield from streamed_review(
             review, names, columns, skipped=len(hidden) + 8, interval=STREAM_INTERVAL_S
         )
@@ -360,7 +307,7 @@ class ReviewTab:
                 message = f"{BUSY} ({error})" if isinstance(error, ConnectionError) else str(error)
             yield f"**Error:** {html.escape(message)}", gr.skip(), None, *cleared, *empty_cell, folder, *hidden
             return
-        yield self._finished(grid, coll.name, folder, matter, empty_cell, hidden)
+        yield self._finished(by_name(grid), coll, folder, matter, empty_cell, hidden)
 
     def _checked_run(
         self,
@@ -390,24 +337,17 @@ class ReviewTab:
     def _finished(
         self,
         grid: ReviewGrid,
-        name: str,
+        coll: Collection,
         folder: str | None,
         matter: str | None,
         empty_cell: list[Any],
         hidden: list[Any],
     ) -> tuple[Any, ...]:
-        """Returns the outputs for the finished grid: its summary, table, state, cell pickers and downloads."""
-        try:
-            if not folder or not os.path.isdir(folder):
-                folder = tempfile.mkdtemp(prefix="docpipe-ui-")  # the session's own; never a path from the page
-            paths = self._write(grid, name, Path(folder))
-        except OSError as exc:
-            logger.error("writing the grid's downloads failed: %s", exc)
-            paths = []
-        buttons = [
-            gr.DownloadButton(f"Download {label}", value=str(path), visible=True)
-            for (_suffix, label), path in zip(EXPORTS, paths)
-        ] or hidden
+        """Returns the outputs for the finished grid: its summary, table (with the reviewers' marks, kept from
+        earlier runs), state, cell pickers and downloads."""
+        name = coll.name
+        folder, buttons = self._downloads(grid, name, folder)
+        buttons = buttons or hidden
         summary = grid.summary()
         line = f"Done: {summary['done']} / {summary['cells']} cells done"
         if summary["failed"]:
@@ -417,7 +357,7 @@ class ReviewTab:
         state = {"grid": grid, "collection": name, "matter": matter}
         return (
             line + ".",
-            grid_table(grid),
+            grid_table(grid),  # with the marks `DocPipe.review` attached
             state,
             gr.Dropdown(choices=[(row.name, str(r)) for r, row in enumerate(grid.rows)], value=None),
             gr.Dropdown(choices=[(col.key, str(c)) for c, col in enumerate(grid.columns)], value=None),
@@ -425,6 +365,21 @@ class ReviewTab:
             folder,
             *buttons,
         )
+
+    def _downloads(self, grid: ReviewGrid, name: str, folder: str | None) -> tuple[str | None, list[Any]]:
+        """Returns the session's download folder and the download buttons of the grid written there (none when
+        writing failed)."""
+        try:
+            if not folder or not os.path.isdir(folder):
+                folder = tempfile.mkdtemp(prefix="docpipe-ui-")  # the session's own; never a path from the page
+            paths = self._write(grid, name, Path(folder))
+        except OSError as exc:
+            logger.error("writing the grid's downloads failed: %s", exc)
+            paths = []
+        return folder, [
+            gr.DownloadButton(f"Download {label}", value=str(path), visible=True)
+            for (_suffix, label), path in zip(EXPORTS, paths)
+        ]
 
     @staticmethod
     def _write(grid: ReviewGrid, name: str, folder: Path) -> list[Path]:
@@ -454,10 +409,11 @@ class ReviewTab:
         except DocpipeError as exc:
             return f'<div class="dp-err">{html.escape(str(exc))}</div>', gr.Dropdown(choices=[], value=None), None, ""
         cell = grid.cells[r][c]
+        reading = cell_html(grid, r, c, grid.mark(r, c))
         quotes = cell.quotes
         picker = gr.Dropdown(choices=quote_choices(quotes), value=None)
         if not quotes:
-            return cell_html(grid, r, c), picker, None, "No quote to show on a page."
+            return reading, picker, None, "No quote to show on a page."
         try:
             index = (
                 choice_index(q, len(quotes))
@@ -467,11 +423,11 @@ class ReviewTab:
             picker = gr.Dropdown(choices=quote_choices(quotes), value=str(index))
             image, caption = self.room.quote_page(grid, coll, r, quotes[index], password, request, matter)
         except DocpipeError as exc:
-            return cell_html(grid, r, c), picker, None, f"**Page not shown:** {html.escape(str(exc))}"
+            return reading, picker, None, f"**Page not shown:** {html.escape(str(exc))}"
         except Exception:  # noqa: BLE001 - the user gets a message, the log gets the traceback
             logger.exception("showing a cell's page failed")
-            return cell_html(grid, r, c), picker, None, "**Page not shown:** unexpected error (see the server log)"
-        return cell_html(grid, r, c), picker, image, caption
+            return reading, picker, None, "**Page not shown:** unexpected error (see the server log)"
+        return reading, picker, image, caption
 
     def show_cell(
         self,

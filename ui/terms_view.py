@@ -99,7 +99,7 @@ class TermsView:
         status = gr.Markdown(elem_id="kt-status")
         table = gr.Dataframe(
             headers=["Contract"],
-            datatype="str",
+            datatype="html",  # escaped by `docpipe.ui.review_render`: a long name shortened, in full on hover
             interactive=False,
             wrap=True,
             show_search="filter",

@@ -258,13 +258,14 @@ def test_the_review_grid_shows_a_typed_columns_values(browser, app_url: str, con
         for r in range(2):
             name = grid.locator(f"[data-testid=cell-{r}-0]").inner_text()
             law = {"dated-supply.pdf": "New York", "initech-services.pdf": "Texas"}[name]
-            # The typed column shows the value read (offline: a candidate to check), with its page.
-            sync_api.expect(grid.locator(f"[data-testid=cell-{r}-1]")).to_have_text(f"Candidate - {law} (p. 1)")
-            # The free question shows the decisive sentence.
-            sentence = (
-                f"Candidate - ARTICLE 2 GOVERNING LAW 2.1 This Agreement is governed by the laws of the State of {law}."
-            )
-            sync_api.expect(grid.locator(f"[data-testid=cell-{r}-2]")).to_have_text(f"{sentence} (p. 1)")
+            sentence = f"ARTICLE 2 GOVERNING LAW 2.1 This Agreement is governed by the laws of the State of {law}."
+            # The typed column shows the value read (offline: a candidate to check), with its page, and the
+            # sentence it was read from.
+            typed = grid.locator(f"[data-testid=cell-{r}-1]")
+            sync_api.expect(typed).to_contain_text(f"? Candidate - {law} (p. 1)")
+            sync_api.expect(typed.locator(".dp-decisive")).to_have_text(f"\u201c{sentence}\u201d")
+            # The free question shows the decisive sentence as its answer.
+            sync_api.expect(grid.locator(f"[data-testid=cell-{r}-2]")).to_have_text(f"? Candidate - {sentence} (p. 1)")
         grid.locator("[data-testid=cell-0-1]").click()
         sync_api.expect(page.locator("#dr-cell")).to_contain_text("Value (jurisdiction): ")
         sync_api.expect(page.locator("#dr-page-caption")).to_contain_text("the quote is marked")
@@ -400,8 +401,8 @@ def test_the_table_sorts_each_kind_by_value_and_shows_the_value() -> None:
     table = terms_table(ReviewGrid(rows, columns, cells, ReviewManifest("x", None, None, "x", "x", "1", "f", "f")))
     assert table["headers"] == ["Contract", "Initial term", "Title"]
     assert table["metadata"]["display_value"] == [
-        ["a.pdf", "3 years", "=HYPERLINK(1) AGREEMENT"],
-        ["b.pdf", "Uncertain - 30 days", "Not found"],
+        ['<span class="dp-name">a.pdf</span>', "3 years", "=HYPERLINK(1) AGREEMENT"],
+        ['<span class="dp-name">b.pdf</span>', "Uncertain - 30 days", "Not found"],
     ]
     assert table["data"] == [
         ["a.pdf", "000001095.00 days", "=HYPERLINK(1) AGREEMENT"],
