@@ -1,6 +1,6 @@
 """The Data room tab's layout (`docpipe.ui.review_tab` wires its events): the collection and the add, the
 password, and two views: the review grid (questions, the all-categories switch, the thinking mode, Run, the
-legend and the table, the downloads, the open cell and its page) and the key terms
+legend and the table, the downloads, the open cell with its mark and its page) and the key terms
 (`docpipe.ui.terms_view`)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import gradio as gr
 
 from docpipe import CHECKLIST
 from docpipe.ui.choices import MAX_QUESTION_CHARS, MODES
+from docpipe.ui.review_marks import MarksPanel
 from docpipe.ui.review_render import legend_html
 from docpipe.ui.terms_view import TermsView
 from docpipe.ui.uploads import remove_folder
@@ -51,6 +52,12 @@ class Parts:
     page_img: Any
     page_caption: Any
     downloads: list[Any]
+    mark_status: Any
+    mark_value: Any
+    mark_comment: Any
+    mark_save: Any
+    mark_clear: Any
+    mark_result: Any
     terms: Any  # the Key terms view's components (`docpipe.ui.terms_view`)
 
 
@@ -142,11 +149,13 @@ def grid_layout() -> dict[str, Any]:
         cell_col = gr.Dropdown(label="Question", choices=[], elem_id="dr-cell-col")
         cell_quote = gr.Dropdown(label="Quote", choices=[], elem_id="dr-cell-quote")
     cell_out = gr.HTML(elem_id="dr-cell")
+    marks = MarksPanel.layout()
     page_img = gr.Image(
         label="Page", type="pil", format="png", interactive=False, elem_id="dr-page", buttons=["fullscreen"]
     )
     page_caption = gr.Markdown(elem_id="dr-page-caption")
     return {
+        **marks,
         "questions": questions,
         "categories": categories,
         "all_categories": all_categories,

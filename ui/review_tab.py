@@ -10,7 +10,7 @@ still in flight waits for it (`docpipe.ui.progress.AddsInFlight`). A question ma
 value (`docpipe.ui.review_render`). `DocPipe.review` runs in a worker thread and the table is
 redrawn from its progress events (each finished cell filled in, at most every `STREAM_INTERVAL_S`); the finished grid stays in the session's
 state, on the server. Rows are in document-name order; cells are coloured by status with a legend, show the
-decisive sentence and the reviewer's mark (`ReviewGrid.marks`); the downloads sit above the page view;
+decisive sentence and the reviewer's mark (`docpipe.ui.review_marks`); the downloads sit above the page view;
 the thinking-mode choice is shown only when a language model answers. A cell is opened by clicking it in the table or with the pickers below it: its answer,
 note and quotes, and the quote's page rendered with the quote marked (`docpipe.ui.pageview`). Opening a
 cell checks again that the collection is one the user may read now and that the document is in it.
@@ -37,6 +37,7 @@ from docpipe.ui.dataroom import MAX_GRID_CELLS, DataRoom, streamed_review
 from docpipe.ui.handlers import Workbench
 from docpipe.ui.progress import NEW_ADD_JS, AddsInFlight
 from docpipe.ui.review_layout import EXPORTS, MAX_GRID_QUESTIONS, MAX_QUESTIONS_TEXT, layout
+from docpipe.ui.review_marks import MarksPanel
 from docpipe.ui.review_render import by_name, cell_html, grid_table, name_order, progress_table
 from docpipe.ui.terms_view import TermsView
 
@@ -69,6 +70,7 @@ class ReviewTab:
         self.access = wb.access
         self.room = DataRoom(wb)
         self.terms = TermsView(self.room)
+        self.marks = MarksPanel(self.room)
         self.adds = AddsInFlight()
 
     # -- layout ----------------------------------------------------------------------------------------------
@@ -134,6 +136,29 @@ class ReviewTab:
             [ui.grid_state, ui.cell_doc, ui.cell_col, ui.cell_quote, ui.password, matter_pick, space],
             [ui.page_img, ui.page_caption],
             api_name=False,
+        )
+        mark_outputs = [ui.mark_result, ui.table, ui.cell_out, ui.folder, *ui.downloads]
+        ui.mark_save.click(
+            self.mark,
+            [
+                ui.grid_state,
+                ui.cell_doc,
+                ui.cell_col,
+                ui.mark_status,
+                ui.mark_value,
+                ui.mark_comment,
+                ui.folder,
+                matter_pick,
+                space,
+            ],
+            mark_outputs,
+            api_name="review_mark",
+        )
+        ui.mark_clear.click(
+            self.clear_mark,
+            [ui.grid_state, ui.cell_doc, ui.cell_col, ui.folder, matter_pick, space],
+            mark_outputs,
+            api_name="review_mark_clear",
         )
 
     # -- collections -----------------------------------------------------------------------------------------
@@ -381,6 +406,45 @@ class ReviewTab:
             for (_suffix, label), path in zip(EXPORTS, paths)
         ]
 
+    # -- reviewer marks --------------------------------------------------------------------------------------
+    def mark(
+        self,
+        state: Any,
+        r: str | None,
+        c: str | None,
+        status: str | None,
+        value: str | None,
+        comment: str | None,
+        folder: str | None,
+        matter: str | None,
+        space: str | None,
+        request: GradioRequest,
+    ):
+        """Marks the open cell (`MarksPanel.save`); the table, the cell and the downloads show the mark."""
+        said, table, reading = self.marks.save(state, r, c, status, value, comment, matter, space, request)
+        return said, table, reading, *self._marked_downloads(state, folder, table)
+
+    def clear_mark(
+        self,
+        state: Any,
+        r: str | None,
+        c: str | None,
+        folder: str | None,
+        matter: str | None,
+        space: str | None,
+        request: GradioRequest,
+    ):
+        """Clears the open cell's mark (`MarksPanel.clear`); the table, the cell and the downloads follow."""
+        said, table, reading = self.marks.clear(state, r, c, matter, space, request)
+        return said, table, reading, *self._marked_downloads(state, folder, table)
+
+    def _marked_downloads(self, state: Any, folder: str | None, table: Any) -> list[Any]:
+        # The session's grid written again after a mark, so its downloads hold the marks as they are now.
+        if not isinstance(table, dict) or not isinstance(state, dict) or not isinstance(state.get("grid"), ReviewGrid):
+            return [gr.skip()] * (1 + len(EXPORTS))  # nothing was marked
+        folder, buttons = self._downloads(state["grid"], str(state.get("collection") or "grid"), folder)
+        return [folder, *(buttons or [gr.skip()] * len(EXPORTS))]
+
     @staticmethod
     def _write(grid: ReviewGrid, name: str, folder: Path) -> list[Path]:
         """Returns the grid written to `folder` as XLSX, CSV and JSON, named after the collection."""
@@ -409,7 +473,7 @@ class ReviewTab:
         except DocpipeError as exc:
             return f'<div class="dp-err">{html.escape(str(exc))}</div>', gr.Dropdown(choices=[], value=None), None, ""
         cell = grid.cells[r][c]
-        reading = cell_html(grid, r, c, grid.mark(r, c))
+        reading = cell_html(grid, r, c, self.marks.of_cell(grid, coll, r, c))
         quotes = cell.quotes
         picker = gr.Dropdown(choices=quote_choices(quotes), value=None)
         if not quotes:

@@ -10,6 +10,7 @@ Needs Debian's chromium (/usr/bin/chromium) and the Python packages gradio and p
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from support.net import free_port
 
-from docpipe import CHECKLIST, DocPipe, Settings
+from docpipe import CHECKLIST, AccessLog, DocPipe, Settings
 from docpipe.events import add_listener, remove_listener
 
 pytestmark = [
@@ -252,4 +253,67 @@ def test_run_pressed_while_an_add_is_in_flight_waits_for_it(browser, offline: tu
     finally:
         release.set()
         remove_listener(hold_ingest)
+        context.close()
+
+
+def test_a_mark_set_in_the_browser_survives_a_rerun(
+    browser, offline: tuple[str, Path], contracts: list[Path], artifacts: Path, tmp_path: Path
+) -> None:
+
+    url, home = offline
+    context, page = _open(browser, url)
+    try:
+        _add(page, contracts[1:], "mark-room")
+        _added(page, "mark-room", 2)
+        page.locator("#dr-questions textarea").fill(f"{LAW}\n{PONY}")
+        _run(page, 4)
+        result = page.locator("#dr-mark-result")
+        page.locator("#dr-mark").get_by_text("Accepted", exact=True).click()
+        page.locator("#dr-mark-save").click()
+        sync_api.expect(result).to_contain_text("Not marked: open a cell first")
+        # alpha's governing law: corrected (a correction needs its value); beta's pony clause: flagged.
+        _cell(page, 0, 1).click()
+        sync_api.expect(page.locator("#dr-cell")).to_contain_text("alpha-supply.pdf")
+        page.locator("#dr-mark").get_by_text("Corrected", exact=True).click()
+        page.locator("#dr-mark-save").click()
+        sync_api.expect(result).to_contain_text("Not marked: a correction needs the corrected value")
+        page.locator("#dr-mark-value textarea, #dr-mark-value input").first.fill("State of New York")
+        page.locator("#dr-mark-save").click()
+        sync_api.expect(page.locator("#dr-mark-result")).to_contain_text("Marked corrected: State of New York.")
+        sync_api.expect(_cell(page, 0, 1).locator(".dp-mark")).to_have_text("\u270e Corrected: State of New York")
+        _cell(page, 1, 2).click()
+        sync_api.expect(page.locator("#dr-cell")).to_contain_text("beta-supply.pdf")
+        page.locator("#dr-mark").get_by_text("Flagged", exact=True).click()
+        page.locator("#dr-mark-comment textarea").fill("check the side letter")
+        page.locator("#dr-mark-save").click()
+        sync_api.expect(page.locator("#dr-mark-result")).to_contain_text("Marked flagged.")
+        sync_api.expect(page.locator("#dr-cell")).to_contain_text("check the side letter")
+        # The downloads were written again with the marks.
+        with page.expect_download() as info:
+            page.locator("#dr-json").click()
+        info.value.save_as(tmp_path / "grid.json")
+        exported = json.loads((tmp_path / "grid.json").read_text(encoding="utf-8"))
+        marks = [cell["mark"] for row in exported["cells"] for cell in row if cell.get("mark")]
+        assert sorted((m["status"], m["value"], m["comment"]) for m in marks) == [
+            ("corrected", "State of New York", ""),
+            ("flagged", None, "check the side letter"),
+        ], marks
+
+        _run(page, 4)
+        sync_api.expect(_cell(page, 0, 1).locator(".dp-mark")).to_have_text("\u270e Corrected: State of New York")
+        flagged = _cell(page, 1, 2).locator(".dp-mark")
+        sync_api.expect(flagged).to_have_text("\u2691 Flagged")
+        assert "check the side letter" in flagged.get_attribute("title")
+        sync_api.expect(page.locator("#dr-grid [data-testid^=cell-] .dp-mark")).to_have_count(2)
+        page.screenshot(path=str(artifacts / "grid-reviewer-marks.png"), full_page=True)
+
+        # Cleared, it is gone; every change is an access-log line.
+        _cell(page, 1, 2).click()
+        sync_api.expect(page.locator("#dr-cell")).to_contain_text("check the side letter")
+        page.locator("#dr-mark-clear").click()
+        sync_api.expect(page.locator("#dr-mark-result")).to_contain_text("Mark cleared.")
+        sync_api.expect(page.locator("#dr-grid [data-testid^=cell-] .dp-mark")).to_have_count(1)
+        actions = [e["action"] for e in AccessLog(home).read(user="local")]
+        assert [a for a in actions if a.startswith("mark")] == ["mark_corrected", "mark_flagged", "mark_clear"]
+    finally:
         context.close()
