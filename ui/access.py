@@ -6,8 +6,9 @@ matters at a time, with the rights the user's live keys grant there (revoking a 
 click); it sees that matter's documents under the names they were uploaded with, and every action on
 contract content is written to the access log, as over the API.
 
-Without keys (a single user on this machine, or a shared ``user:password`` login) each browser session sees
-only the documents it uploaded itself, as before; its actions are still logged, in the matter ``session``.
+Without keys (a single user on this machine, or a shared ``user:password`` login) the workbench works in the
+store's own matter: the documents and collections the command line made on the same store are there, and what
+is uploaded here is there for the command line. Its actions are logged in that matter.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 
 from docpipe import AccessLog, DocPipe, DocpipeError, Document, KeyStore, MatterStore, Principal
 from docpipe.access.keys import check_matter_name
+from docpipe.access.scope import adopt_own_store
+from docpipe.types import OWN_MATTER
 
 __all__ = ["SESSION_MATTER", "WorkbenchAccess"]
 
@@ -39,6 +42,8 @@ class WorkbenchAccess:
         self.matters = MatterStore(dp.store.root)
         self.log = AccessLog(dp.store.root, key_file=dp.settings.audit_key_file)
         self.log.prepare()  # the wrong audit key fails at the start, not at the first click
+        # What the command line and the library ingested is the store's own matter's, before the first click.
+        adopt_own_store(dp.store, dp.settings.extraction.extractor)
         self.ui_auth = ui_auth
 
     # -- login -------------------------------------------------------------------------------------
@@ -61,11 +66,12 @@ class WorkbenchAccess:
         """Returns True when the server has API keys: matters, not browser sessions, scope documents."""
         return self.keys.configured()
 
-    def principal(self, request: Any) -> Principal | None:
-        """Returns the logged-in user's rights (the union of their live keys), or None without keys.
+    def principal(self, request: Any) -> Principal:
+        """Returns the logged-in user's rights (the union of their live keys); without keys, the single user's:
+        the store's own matter, what the command line and the library see (`docpipe.types.OWN_MATTER`).
         Raises DocpipeError when keys exist but the session has no user who holds one."""
         if not self.keyed:
-            return None
+            return Principal(self.user(request), "workbench", {OWN_MATTER: "admin"})
         user = getattr(request, "username", None)
         principal = self.keys.principal_for_user(user) if user else None
         if principal is None:
@@ -91,6 +97,7 @@ class WorkbenchAccess:
         """Returns `matter` when the principal holds `role` in it; DocpipeError saying what is missing. A refusal
         of a well-formed matter is written to the access log as `action` with outcome ``denied``, as the API's
         refusals are."""
+        matter = self.matter_or_own(matter)
         if not matter:
             raise DocpipeError("choose a matter first (the Matter list at the top)")
         check_matter_name(matter)  # the page sends what the browser sends: never log an arbitrary string
@@ -112,14 +119,20 @@ class WorkbenchAccess:
             raise DocpipeError(message)
         return matter
 
+    def matter_or_own(self, matter: str | None) -> str | None:
+        """Returns `matter`; without keys, where there is no Matter list, the store's own when none is given."""
+        return matter or (None if self.keyed else OWN_MATTER)
+
     def documents(self, principal: Principal, matter: str | None) -> list[tuple[str, str]]:
         """Returns (label, id) for the matter's documents the principal may read."""
+        matter = self.matter_or_own(matter)
         if not matter or not principal.can(matter, "read"):
             return []
         return [(f"{d.name} ({d.id[:8]})", d.id) for d in self.matters.documents(matter)]
 
     def collections(self, principal: Principal, matter: str | None) -> list[str]:
         """Returns the names of the matter's collections the principal may read."""
+        matter = self.matter_or_own(matter)
         if not matter or not principal.can(matter, "read"):
             return []
         return [c.name for c in self.dp.collections(matter=matter)]
@@ -147,7 +160,7 @@ class WorkbenchAccess:
     def added(self, principal: Principal, matter: str, doc: Document, name: str) -> None:
         """Records an upload in the matter (an encrypted PDF opened with its password is granted to the user)."""
         self.matters.add(
-            matter,
+            self.matter_or_own(matter) or matter,
             doc.id,
             name=name,
             user=principal.user,
@@ -168,7 +181,7 @@ class WorkbenchAccess:
         self.log.record(
             user=self.user(request),
             key_id="workbench",
-            matter=matter or SESSION_MATTER,
+            matter=matter or OWN_MATTER,
             action=action,
             document=document,
             question=questions,

@@ -12,7 +12,6 @@ import os
 import shutil
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from docpipe import (
     WrongPasswordError,
 )
 from docpipe.names import clean_upload_name
+from docpipe.types import OWN_MATTER
 from docpipe.ui.access import WorkbenchAccess
 from docpipe.ui.choices import (
     BUSY,
@@ -314,9 +314,15 @@ class Workbench:
 
     def on_load(self, request: GradioRequest):
         # With API keys: the user's matters, the first one chosen, its documents in the pickers.
-        if not self.access.keyed:
-            space = SPACE_PREFIX + uuid.uuid4().hex[:20]
-            return gr.Dropdown(visible=False), *[gr.Dropdown() for _ in range(3)], space
+        if not self.access.keyed:  # one user: the store's own matter, its documents and collections
+            principal = self.access.principal(request)
+            return (
+                gr.Dropdown(choices=[OWN_MATTER], value=OWN_MATTER, visible=False),
+                *pickers(
+                    self.access.documents(principal, OWN_MATTER), None, self.access.collections(principal, OWN_MATTER)
+                ),
+                None,
+            )
         try:
             principal = self.access.principal(request)
         except DocpipeError:

@@ -236,32 +236,30 @@ def _picker_options(page) -> list[str]:
     return labels
 
 
-def test_sessions_do_not_share_documents(browser, app_url: str, sample_pdf: Path, tmp_path: Path) -> None:
+def test_sessions_without_keys_share_the_stores_own_documents(
+    browser, app_url: str, sample_pdf: Path, tmp_path: Path
+) -> None:
+    """Without keys the workbench has one user: the store's own matter, not a world per browser tab."""
     other = _one_page_pdf(tmp_path / "session_two_supply_agreement.pdf", "SUPPLY AGREEMENT")
-    (first_context, first), (second_context, second) = _open(browser, app_url), _open(browser, app_url)
+    (first_context, first) = _open(browser, app_url)
     try:
         _upload(first, sample_pdf)
         sync_api.expect(first.locator("#upload-result")).to_contain_text("15 pages", timeout=TIMEOUT_MS)
-        # The second session has uploaded nothing: the first session's document is not there to ask.
-        _ask(second, QUESTION)
-        sync_api.expect(second.locator("#answer-text")).to_contain_text("upload a PDF")
+        # A tab opened later lists what the first uploaded, and adds its own for both.
+        (second_context, second) = _open(browser, app_url)
+        assert any(sample_pdf.name in label for label in _picker_options(second))
         _upload(second, other)
         sync_api.expect(second.locator("#upload-result")).to_contain_text("1 page,", timeout=TIMEOUT_MS)
-        # Each session's pickers list its own upload and not the other's, and its question is answered from it.
-        first_options, second_options = _picker_options(first), _picker_options(second)
-        assert len(first_options) == 1 and sample_pdf.name in first_options[0], first_options
-        assert len(second_options) == 1 and other.name in second_options[0], second_options
+        second_options = _picker_options(second)
+        assert any(other.name in label for label in second_options), second_options
+        assert any(sample_pdf.name in label for label in second_options), second_options
+        # Each question is answered from the document picked (the upload picks its own), not from the other.
         _ask(second, QUESTION)
         second_answer = " ".join(_answer_text(second).lower().split())
         assert "terminate it on thirty" in second_answer and "ninety" not in second_answer
-        _ask(first, QUESTION)
-        answer = _answer_text(first)
-        assert "p. 9" in answer + first.locator("#citations").inner_text() or "ninety" in answer.lower(), answer
-        # The sample has its own "thirty (30) days" (termination for cause); the other session's clause is not here.
-        assert "terminate it on thirty" not in " ".join(answer.lower().split())
+        second_context.close()
     finally:
         first_context.close()
-        second_context.close()
 
 
 def test_highlight_escapes_and_marks() -> None:

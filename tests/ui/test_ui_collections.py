@@ -1,6 +1,7 @@
 """Collections in the workbench, in real headless Chromium against a real `docpipe serve`: several files uploaded
 into a named collection (created on the way), then one question asked across it, each citation naming its
-contract; with API keys the collection is the matter's (the REST API sees it), without keys the session's own."""
+contract; with API keys the collection is the matter's (the REST API sees it), without keys the store's own (the
+command line's)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.cli import run_cli
 from support.contracts import CONTRACTS, NAMED_QUESTION
 from support.server import serving
 
@@ -102,27 +104,41 @@ def test_files_uploaded_into_a_collection_are_asked_across_in_the_matter(keyed: 
     assert actions.count("collection_add") == 2 and "ask" in actions
 
 
-def test_without_keys_a_sessions_collection_is_its_own(tmp_path: Path, browser, contracts) -> None:
+def test_without_keys_the_workbench_is_the_stores_own_matter(tmp_path: Path, browser, contracts) -> None:
+    """The same store from the command line, the browser and REST: a collection the CLI made is in the
+    workbench's pickers (a matter's is not), a collection made in the browser is the CLI's and the server's."""
     home = tmp_path / "home"
+    room = tmp_path / "room"
+    room.mkdir()
+    (room / "initech-services.pdf").write_bytes(CONTRACTS["initech-services.pdf"])
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "umbrella.pdf").write_bytes(CONTRACTS["acme-supply.pdf"])
+    for args in (("--collection", "room", room), ("--matter", "deal-x", "--collection", "secret-room", private)):
+        done = run_cli(home, "--preset", "test", "ingest", *args)
+        assert done.returncode == 0, done.stderr
     with serving(home, "--engine", "extractive", token=None) as served:
-        first = browser.new_context(viewport={"width": 1280, "height": 1600})
-        page = first.new_page()
+        context = browser.new_context(viewport={"width": 1280, "height": 1600})
+        page = context.new_page()
         page.set_default_timeout(TIMEOUT_MS)
         try:
+            page.goto(served.url + "/ui/")
+            page.get_by_role("tab", name="Ask").click()
+            page.locator("#ask-doc input").click()
+            listbox = page.locator("ul[role=listbox]").first
+            sync_api.expect(listbox).to_contain_text("Collection: room")
+            sync_api.expect(listbox).to_contain_text("initech-services.pdf")
+            offered = listbox.inner_text()
+            assert "secret-room" not in offered and "umbrella" not in offered, offered
+            page.keyboard.press("Escape")
             _upload_into_collection_and_ask(page, served.url + "/ui/", contracts, "mine")
-            # Another browser session does not get this session's collection to ask.
-            second = browser.new_context()
-            other = second.new_page()
-            other.set_default_timeout(TIMEOUT_MS)
-            other.goto(served.url + "/ui/")
-            other.get_by_role("tab", name="Ask").click()
-            other.locator("#ask-doc input").click()
-            listbox = other.locator("ul[role=listbox]")
-            offered = listbox.first.inner_text() if listbox.count() else ""
-            assert "mine" not in offered and "globex" not in offered, offered
-            second.close()
         finally:
-            first.close()
-        # The session's collection lives apart from the matters' (never under "default").
-        assert not (home / "matters" / "default" / "collections" / "mine").exists()
-        assert list((home / "matters").glob("session-*/collections/mine"))
+            context.close()
+        # The browser's collection is the store's own: listed over REST and on the command line.
+        names = [c["name"] for c in httpx.get(f"{served.url}/v1/collections", timeout=30).json()["collections"]]
+        assert names == ["mine", "room"]
+    listed = run_cli(home, "--preset", "test", "collections")
+    assert "mine  2 documents" in listed.stdout and "room  1 document" in listed.stdout, listed.stdout
+    assert not list(home.glob("matters/session-*")), "no per-tab world is left in the store"
+    uploads = [e for e in AccessLog(home).read(matter="default") if e["action"] == "collection_add"]
+    assert {e["user"] for e in uploads} == {"owner", "local"}
