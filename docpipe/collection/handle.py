@@ -220,6 +220,8 @@ class Collection:
         def present(_label: str, doc_id: str) -> None:
             report.present.append(members[doc_id])
 
+        if progress is not None and files:
+            progress(AddProgress("file", 0, len(files)))  # the total before the first file ends, for a bar
         try:
             self._run_add(files, executor, password, workers, progress, owner, ask_password, known, done, present)
         finally:

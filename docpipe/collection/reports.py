@@ -15,7 +15,8 @@ __all__ = ["AddProgress", "AddReport"]
 class AddProgress:
     """One step of `Collection.add`: a file finished (``file``: `done` of `total` files, `error` when it
     failed) or a batch of texts embedded (``embed``: `done` of `total` texts known so far: passages, and the sentences
-    offline answers score when `embedding.sentence_vectors` is ``ingest``)."""
+    offline answers score when `embedding.sentence_vectors` is ``ingest``). The first event of an add is ``file``
+    0 of all the files found, before any is read."""
 
     kind: str
     done: int

@@ -118,6 +118,12 @@ def test_a_collection_reports_passages_embedded_batch_by_batch(tmp_path: Path, l
     dp = DocPipe(Settings.preset("test", home=tmp_path / "home"))
     events = []
     dp.collection("room").add([long_pdf], progress=events.append)
+    # The files' total comes first, so a bar shows "0/1" before the first file ends (not a count that jumps).
+    assert (events[0].kind, events[0].done, events[0].total) == ("file", 0, 1)
+    assert (events[-1].kind, events[-1].done, events[-1].total) in {
+        ("file", 1, 1),
+        ("embed", events[-1].total, events[-1].total),
+    }
     embedded = [e for e in events if e.kind == "embed"]
     assert len(embedded) >= 3
     assert [e.done for e in embedded] == sorted(e.done for e in embedded)
