@@ -29,6 +29,7 @@ __all__ = [
     "citation_choices",
     "document_choices",
     "engine_thinks",
+    "offer_thinking",
     "pickers",
     "quote_choices",
 ]
@@ -114,3 +115,12 @@ def engine_thinks(dp: DocPipe) -> bool:
     except DocpipeError as exc:
         logger.warning("the answer engine did not load (%s); the thinking mode is offered anyway", exc)
         return True
+
+
+def offer_thinking(wb: Any, mode: Any) -> None:
+    """Shows the thinking-mode choice `mode` (a `gr.Radio` laid out hidden) once the page has loaded, when a
+    language model answers (`engine_thinks`); offline it stays hidden. `wb` is the app's `Workbench`.
+
+    Outside Gradio's queue: a page load must not take the place of a user's question in a full queue."""
+    if wb.demo is not None:
+        wb.demo.load(lambda: gr.Radio(visible=engine_thinks(wb.dp)), None, [mode], api_name=False, queue=False)

@@ -126,7 +126,7 @@ def grid_layout() -> dict[str, Any]:
     categories = gr.CheckboxGroup(
         [c.name for c in CHECKLIST], value=[], label="Checklist categories", elem_id="dr-categories"
     )
-    # Shown once the page knows a language model answers (`thinking_choice`): offline it changes nothing.
+    # Shown once the page knows a language model answers (`docpipe.ui.choices.offer_thinking`): offline it changes nothing.
     mode = gr.Radio(MODES, value="think", label="Thinking mode", visible=False, elem_id="dr-mode")
     run_btn = gr.Button("Run", variant="primary", elem_id="dr-run")
     status = gr.Markdown(elem_id="dr-status")

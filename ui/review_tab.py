@@ -32,7 +32,7 @@ from gradio import Request as GradioRequest
 from docpipe import CHECKLIST, DocpipeError, Document, ReviewGrid
 from docpipe.review import columns_for
 from docpipe.storage.store import atomic_write
-from docpipe.ui.choices import BUSY, MAX_QUESTION_CHARS, MODES, choice_index, engine_thinks, quote_choices
+from docpipe.ui.choices import BUSY, MAX_QUESTION_CHARS, MODES, choice_index, offer_thinking, quote_choices
 from docpipe.ui.dataroom import MAX_GRID_CELLS, DataRoom, streamed_review
 from docpipe.ui.handlers import Workbench
 from docpipe.ui.progress import NEW_ADD_JS, AddsInFlight
@@ -101,8 +101,7 @@ class ReviewTab:
         ui.categories.input(
             lambda chosen: len(chosen or []) == len(CHECKLIST), [ui.categories], [ui.all_categories], api_name=False
         )
-        if self.wb.demo is not None:  # the thinking-mode choice, once the page knows whether a model answers
-            self.wb.demo.load(self.thinking_choice, None, [ui.mode], api_name=False)
+        offer_thinking(self.wb, ui.mode)  # once the page knows whether a model answers
         cell_outputs = [ui.cell_out, ui.cell_quote, ui.page_img, ui.page_caption]
         ui.run_btn.click(
             self.wait_for_add,
@@ -247,10 +246,6 @@ class ReviewTab:
     def all_categories(self, everything: bool) -> Any:
         """The "all checklist categories" switch: every category ticked, or none."""
         return gr.CheckboxGroup(value=[c.name for c in CHECKLIST] if everything else [])
-
-    def thinking_choice(self) -> Any:
-        """Returns the thinking-mode choice, shown only when a language model answers (`engine_thinks`)."""
-        return gr.Radio(visible=engine_thinks(self.dp))
 
     # -- running a grid --------------------------------------------------------------------------------------
     def _columns(self, text: str | None, categories: list[str] | None) -> tuple[list[str], list[str]]:

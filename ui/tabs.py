@@ -11,7 +11,7 @@ from typing import Any
 import gradio as gr
 
 from docpipe import CHECKLIST
-from docpipe.ui.choices import MODES
+from docpipe.ui.choices import MODES, offer_thinking
 from docpipe.ui.handlers import Workbench
 from docpipe.ui.render import REPORT_FORMATS
 
@@ -115,7 +115,8 @@ class AskTab:
                 elem_id="question",
                 placeholder="What is the notice period for termination for convenience?",
             )
-            mode = gr.Radio(MODES, value="auto", label="Thinking mode", elem_id="mode")
+            # Shown once the page knows a language model answers (`offer_thinking`).
+            mode = gr.Radio(MODES, value="auto", label="Thinking mode", visible=False, elem_id="mode")
             ask_btn = gr.Button("Ask", variant="primary", elem_id="ask-btn")
             answer = gr.HTML(elem_id="answer-text")
             with gr.Accordion("Thinking", open=False, visible=False, elem_id="thinking") as thinking_box:
@@ -168,6 +169,7 @@ class AskTab:
                 self.cite_pick,
             ],
         )
+        offer_thinking(wb, self.mode)
         self.ask_btn.click(**ask_event, api_name="ask")
         self.question.submit(**ask_event, api_name=False)
         # The page view: the password is the Upload tab's (an encrypted PDF's pages need it).
@@ -201,7 +203,7 @@ class BatchTab:
         with gr.Tab("Batch", id="batch"):
             doc = gr.Dropdown(label="Document", choices=[], elem_id="batch-doc")
             questions = gr.Textbox(label="Questions, one per line", lines=8, elem_id="batch-questions")
-            mode = gr.Radio(MODES, value="auto", label="Thinking mode")
+            mode = gr.Radio(MODES, value="auto", label="Thinking mode", visible=False, elem_id="batch-mode")
             button = gr.Button("Ask all", variant="primary", elem_id="batch-btn")
             status = gr.Markdown(elem_id="batch-status")
             answers = gr.Dataframe(
@@ -216,6 +218,7 @@ class BatchTab:
         return cls(doc, questions, mode, button, status, answers)
 
     def wire(self, wb: Workbench, session: Session) -> None:
+        offer_thinking(wb, self.mode)
         self.button.click(
             wb.ask_batch,
             [session.docs, self.doc, self.questions, self.mode, session.matter, session.space],
@@ -247,7 +250,7 @@ class AnalysisTab:
                 elem_id="analysis-categories",
                 label=f"Categories (none chosen: all {len(CHECKLIST)} of the checklist)",
             )
-            mode = gr.Radio(MODES, value="think", label="Thinking mode", elem_id="analysis-mode")
+            mode = gr.Radio(MODES, value="think", label="Thinking mode", visible=False, elem_id="analysis-mode")
             button = gr.Button("Run checklist", variant="primary", elem_id="analysis-btn")
             status = gr.Markdown(elem_id="analysis-status")
             table = gr.Dataframe(
@@ -267,6 +270,7 @@ class AnalysisTab:
         return cls(doc, categories, mode, button, status, table, downloads)
 
     def wire(self, wb: Workbench, session: Session, *, concurrency: int) -> None:
+        offer_thinking(wb, self.mode)
         # A checklist is one engine batch of dozens of requests: a few at once leave room for questions.
         self.button.click(
             wb.analyze,

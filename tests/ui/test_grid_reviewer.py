@@ -34,6 +34,13 @@ TIMEOUT_MS = 60_000
 LAW = "Which law governs the agreement?::jurisdiction"
 PONY = "Is there a pony clause?"
 LONG_NAME = "ZETA_PHARMACEUTICALS_INC_2019-05-07-EX-10.3-EXCLUSIVE DISTRIBUTION AND SUPPLY AGREEMENT.pdf"
+# Each tab with a thinking-mode choice: its name, the choice, and a button of the tab that is always there.
+THINKING = (
+    ("Ask", "#mode", "#ask-btn"),
+    ("Batch", "#batch-mode", "#batch-btn"),
+    ("Contract analysis", "#analysis-mode", "#analysis-btn"),
+    ("Data room", "#dr-mode", "#dr-run"),
+)
 # Background colours by status (docpipe.ui.review_render.STATUS_STYLES), as the browser computes them.
 GREEN, AMBER, GREY = "rgb(211, 242, 220)", "rgb(253, 240, 196)", "rgb(232, 235, 239)"
 
@@ -148,6 +155,17 @@ def _background(cell) -> str:
     )
 
 
+def _thinking_offered(page, offered: bool) -> None:
+    """Checks each tab's thinking-mode choice is shown (`offered`) or not; ends on the Data room tab."""
+    for tab, mode, button in THINKING:
+        page.get_by_role("tab", name=tab, exact=True).click()
+        sync_api.expect(page.locator(button)).to_be_visible()
+        if offered:
+            sync_api.expect(page.locator(mode)).to_be_visible()
+        else:
+            sync_api.expect(page.locator(mode)).to_be_hidden()
+
+
 def _names(page, rows: int) -> list[str]:
     return [_cell(page, r, 0).inner_text().strip() for r in range(rows)]
 
@@ -158,9 +176,8 @@ def test_cells_are_coloured_by_status_with_the_decisive_sentence_and_rows_by_nam
     url, _home = offline
     context, page = _open(browser, url)
     try:
-        # No model here: the thinking mode would change nothing, so it is not offered.
-        sync_api.expect(page.locator("#dr-run")).to_be_visible()
-        sync_api.expect(page.locator("#dr-mode")).to_be_hidden()
+        # No model here: the thinking mode would change nothing, so no tab offers it.
+        _thinking_offered(page, False)
         _add(page, contracts, "colour-room")
         _added(page, "colour-room", 3)
         page.locator("#dr-questions textarea").fill(f"{LAW}\n{PONY}")
@@ -216,7 +233,7 @@ def test_the_all_categories_switch_ticks_every_category(browser, offline: tuple[
 def test_the_thinking_mode_and_found_cells_with_a_model(browser, with_model: str, contracts: list[Path]) -> None:
     context, page = _open(browser, with_model)
     try:
-        sync_api.expect(page.locator("#dr-mode")).to_be_visible()
+        _thinking_offered(page, True)
         _add(page, contracts[2:], "model-room")
         _added(page, "model-room", 1)
         page.locator("#dr-questions textarea").fill("Which law governs the agreement?")
