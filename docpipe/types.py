@@ -385,6 +385,9 @@ class Answer:
     # Asked of each contract of a collection (`docpipe.review.each`): the contracts by name where it is "found",
     # "to_check", "not_found", and "failed" (could not be read); None for an answer from pooled passages.
     each: dict[str, list[str]] | None = None
+    # The model's token counts when it generated the answer (prompt, completion); zero for a quoted answer.
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
     def manifest(self) -> AuditManifest:
         """Returns the answer's audit manifest: document SHA-256, model and revision, settings, sections, time."""

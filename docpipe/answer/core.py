@@ -405,6 +405,8 @@ def generative_answer(
         thinking=result.thinking,
         model=model,
         notice=notice,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
     )
 
 

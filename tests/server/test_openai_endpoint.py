@@ -73,6 +73,9 @@ def test_a_completion_answers_with_sources_and_citations(world: dict) -> None:
     assert "ninety (90) days" in answer_text and sources.startswith("1. p")
     citations = (message.model_extra or {})["citations"]
     assert citations and all({"quote", "page_start", "verified"} <= set(c) for c in citations)
+    # usage is the engine's own count: the prompt holds the contract's sections, the completion the reply.
+    assert done.usage is not None and done.usage.prompt_tokens > 100 and done.usage.completion_tokens > 0
+    assert done.usage.total_tokens == done.usage.prompt_tokens + done.usage.completion_tokens
     assert any(c["verified"] and c["quote"][:40] in sources for c in citations)
     # The answer is stored as /ask's are, in the caller's matter.
     answer_id = (done.model_extra or {})["answer_id"]

@@ -222,7 +222,12 @@ def _completion(model: str, answer: Answer, answer_id: str) -> dict[str, Any]:
                 "finish_reason": "stop",
             }
         ],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        # What the model read and wrote to make this answer (the engine's counts; none for a quoted answer).
+        "usage": {
+            "prompt_tokens": answer.prompt_tokens,
+            "completion_tokens": answer.completion_tokens,
+            "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+        },
     }
 
 
