@@ -146,7 +146,9 @@ def _reads_as_numbered_title(rest: str, *, capitalised: bool = True) -> bool:
 def _reads_as_clause_title(rest: str) -> bool:
     """True when a clause number is followed by a title: "Term. This ...", "TERMINATION", "Limitation of
     liability. Neither ..."; False for a sentence ("(a) if either party should make ...")."""
-    if re.search(r"[a-z]", rest[:60]) and len(rest) > 60 and not re.search(r"[.:;](?:\s|$)", rest[:90]):
+    rest = rest.replace("\u037e", ";")  # a Greek question mark that PDF text gives for a semicolon
+    words = [w for w in re.findall(r"[A-Za-z][A-Za-z'’]*", rest[:90]) if w not in _SMALL_WORDS]
+    if len(rest) > 60 and not re.search(r"[.:;](?:\s|$)", rest[:90]) and not all(w[0].isupper() for w in words):
         return False  # a sentence wrapped at the end of the line ("ELEPHANT TALK wishes to become a full ...")
     if _reads_as_numbered_title(rest):
         return True

@@ -99,3 +99,23 @@ def test_references_open_no_section() -> None:
     headings = [h.title for h in find_headings(text)]
 
     assert headings[-2:] == ["4.1 Term", "4.2 Termination by Anixa"]
+
+
+def test_a_long_title_stays_a_title_and_a_wrapped_sentence_does_not() -> None:
+    # PDF text gives a Greek question mark (U+037E) for some semicolons.
+    text = (
+        "1. Appointment. Distributor is appointed as the exclusive distributor of the Products.\n"
+        "2. Indemnification\u037e Infringement\u037e Insurance\u037e and Limitation of Liability\n"
+        "2.1 Distributor shall indemnify STAAR against claims arising from its sale of the Products.\n"
+        "3. ELEPHANT TALK wishes to become a full Mobile Virtual Network Enabler in the Netherlands\n"
+        "and T-Mobile is willing to host it on its network on the terms of this Agreement.\n"
+    )
+
+    titles = [h.title for h in find_headings(text)]
+
+    assert titles == [
+        "1. Appointment",
+        "2. Indemnification\u037e Infringement\u037e Insurance\u037e and Limitation of Liability",
+        "2.1",
+        "3.",
+    ]
