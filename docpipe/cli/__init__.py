@@ -17,7 +17,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from docpipe.cli import admin, collections, commands, config, ingest, review, serving
+from docpipe.cli import admin, collections, commands, config, ingest, marks, review, serving
 from docpipe.cli.output import EXIT_ERROR
 from docpipe.cli.parser import build_parser
 from docpipe.errors import DocpipeError
@@ -86,6 +86,7 @@ _COMMANDS = {
     "ls": collections.cmd_ls,
     "review": review.cmd_review,
     "terms": review.cmd_terms,
+    "mark": marks.cmd_mark,
 }
 
 

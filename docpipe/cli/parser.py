@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     _asking_commands(sub, common)
     _review_command(sub, common)
     _terms_command(sub, common)
+    _mark_command(sub, common)
     _config_command(sub, common)
     _serving_commands(sub, common)
     _keys_command(sub, common)
@@ -253,6 +254,7 @@ def _review_command(sub: _Commands, common: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=Path, help="write the grid here; the format follows the suffix")
     p.add_argument("--format", choices=["xlsx", "csv", "json", "md"], help="output format (default: by -o, else md)")
     p.add_argument("--manifest", type=Path, help="also write the grid's audit manifest (JSON) to this file")
+    _with_pdfs(p)
     p.add_argument("--ics", type=Path, metavar="FILE", help="also write expirations and notice deadlines as iCalendar")
     p.add_argument("--json", action="store_true", help="print the grid as JSON (the same as --format json)")
 
@@ -275,9 +277,41 @@ def _terms_command(sub: _Commands, common: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cell cache")
     _password(p, "password for encrypted PDFs")
     p.add_argument("-o", "--output", type=Path, help="write the table here; the format follows the suffix")
+    _with_pdfs(p)
     p.add_argument("--format", choices=["xlsx", "csv", "json", "md"], help="output format (default: by -o, else md)")
     p.add_argument("--ics", type=Path, metavar="FILE", help="also write expirations and notice deadlines as iCalendar")
     p.add_argument("--json", action="store_true", help="print the table as JSON (the same as --format json)")
+
+
+def _mark_command(sub: _Commands, common: argparse.ArgumentParser) -> None:
+    """Adds the ``mark`` command: a reviewer's mark on one cell of a grid."""
+    p = sub.add_parser(
+        "mark",
+        parents=[common],
+        help="mark a grid cell accepted, corrected or flagged, with a comment (or clear its mark); grids and "
+        "exports of the matter show it",
+    )
+    p.add_argument(
+        "document", metavar="DOCUMENT", help="with --collection: a member's name or id (prefix); else a PDF or an id"
+    )
+    p.add_argument("column", metavar="COLUMN", help="the grid column's key, as its header shows it")
+    p.add_argument("--collection", metavar="NAME", help="the document is a member of this collection")
+    _matter(p)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--accept", action="store_true", help="the cell is right")
+    what.add_argument("--correct", metavar="VALUE", help="the cell is wrong: VALUE is right")
+    what.add_argument("--flag", action="store_true", help="the cell needs another look")
+    what.add_argument("--clear", action="store_true", help="remove the cell's mark")
+    p.add_argument("--comment", metavar="TEXT", default="", help="what the reviewer has to say about the cell")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _with_pdfs(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--with-pdfs",
+        action="store_true",
+        help="with -o FILE.xlsx: copy the documents into FILE-pdfs/ beside it; each citation links to its page",
+    )
 
 
 def _config_command(sub: _Commands, common: argparse.ArgumentParser) -> None:

@@ -58,6 +58,8 @@ def _format(args) -> str:
         chosen = "md"
     if chosen == "xlsx" and args.output is None:
         raise ConfigError("an Excel workbook is not printed: give -o grid.xlsx (or --format md/csv/json)")
+    if getattr(args, "with_pdfs", False) and chosen != "xlsx":
+        raise ConfigError("--with-pdfs links an Excel workbook's citations to the PDFs: give -o grid.xlsx")
     return chosen
 
 
@@ -97,7 +99,7 @@ def cmd_review(dp, args) -> int:
             executor=args.executor,
         ),
     )
-    return _write(grid, args, fmt, what="questions")
+    return _write(dp, grid, args, fmt, what="questions")
 
 
 def cmd_terms(dp, args) -> int:
@@ -126,7 +128,7 @@ def cmd_terms(dp, args) -> int:
             source, terms=terms, mode=args.mode, password=args.password, use_cache=not args.no_cache, progress=bar
         ),
     )
-    return _write(grid, args, fmt, what="key terms")
+    return _write(dp, grid, args, fmt, what="key terms")
 
 
 def _source(dp: Any, args: Any, command: str) -> Any:
@@ -173,13 +175,18 @@ def _run(work: Any) -> Any:
             bar.close()
 
 
-def _write(grid: Any, args: Any, fmt: str, *, what: str) -> int:
+def _write(dp: Any, grid: Any, args: Any, fmt: str, *, what: str) -> int:
     from docpipe.storage.store import atomic_write
 
     if getattr(args, "manifest", None):
         atomic_write(Path(args.manifest), (_json(grid.manifest.to_dict()) + "\n").encode())
     if fmt == "xlsx":
-        grid.to_xlsx(args.output)
+        pdfs = None
+        if args.with_pdfs:
+            from docpipe.review.pdfs import copy_pdfs
+
+            pdfs = copy_pdfs(dp.store, grid.rows, Path(args.output))
+        grid.to_xlsx(args.output, pdfs=pdfs)
     else:
         text = {"md": grid.to_markdown, "csv": grid.to_csv, "json": grid.to_json}[fmt]()
         if args.output is not None:
