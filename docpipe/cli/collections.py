@@ -190,6 +190,8 @@ def cmd_ls(dp: DocPipe, args: Any) -> int:
         rows = [{**stored_record(dp, d), "collections": held.get(d, [])} for d in dp.store.document_ids()]
         empty = f"No documents in the store at {dp.store.root}: docpipe ingest FILE... (or --collection NAME FOLDER)"
     rows.sort(key=lambda row: ((row["name"] or "").casefold(), row["id"]))  # by name, as a reviewer looks for them
+    for row in rows:
+        row.update(describe(dp, row["id"]))
     if args.json:
         emit(rows)
         return 0
@@ -200,7 +202,23 @@ def cmd_ls(dp: DocPipe, args: Any) -> int:
         # A collection's own listing needs no "[collection]" on every line.
         where = f"  [{', '.join(row['collections'])}]" if row["collections"] and args.collection is None else ""
         print(f"{short(row['id'])}  {pages:>5} pages  {_when(row['added'])}  {row['name'] or '-'}{where}")
+        if row["title"] or row["parties"]:
+            print(f"              {row['title'] or '(no title)'}: {'; '.join(row['parties']) or '(no parties found)'}")
     return 0
+
+
+def describe(dp: DocPipe, doc_id: str) -> dict[str, Any]:
+    """Returns a stored contract's title and parties (kept beside it; read now when not). An encrypted PDF's
+    are only those read when it was ingested with its password: listing does not open it."""
+    from docpipe.ingest.build import stored_label
+    from docpipe.terms.about import about, stored_about
+
+    kept = stored_about(dp.store, doc_id)
+    if kept is not None:
+        return kept
+    _name, encrypted = stored_label(dp.store, doc_id, dp.settings.extraction.extractor)
+    doc = None if encrypted else dp.document(doc_id, authorized=True)
+    return about(dp.store, doc) if doc is not None else {"title": "", "parties": []}
 
 
 # -- removal --------------------------------------------------------------------------------------

@@ -117,6 +117,8 @@ def ingest_files(dp, args) -> int:
 
         option = "--workers" if args.workers is not None else "--executor ray"
         raise ConfigError(f"{option} applies to a --collection ingest (a data room): add --collection NAME")
+    from docpipe.terms.about import about
+
     scope = owner_scope(dp, args)
     bars = IngestBars(len(args.files)) if sys.stderr.isatty() and not args.json and not args.quiet else None
     results: list[dict[str, Any]] = []
@@ -129,6 +131,7 @@ def ingest_files(dp, args) -> int:
             try:
                 doc = _ingest_one(dp, path, args, bars, ask, typed)
                 scope.file(doc.id, path.name, encrypted=doc.encrypted)  # the matter's document, as an upload
+                about(dp.store, doc)  # its title and parties, for `docpipe ls`
                 scope.record("upload", doc.id, detail=path.name)
                 results.append(_ingested(doc))
             except DocpipeError as exc:

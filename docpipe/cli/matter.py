@@ -43,18 +43,24 @@ def matter_collection(dp: Any, args: Any, name: str, *, existing: bool = True) -
 
 def file_members(dp: Any, args: Any, members: list[Any]) -> None:
     """Files a collection's new (and present) members in the command's matter, as a server's add does."""
+    from docpipe.terms.about import about
+
     scope = owner_scope(dp, args)
     for member in members:
         doc = dp.document(member.id, authorized=True)
         scope.file(member.id, member.name, encrypted=bool(doc is not None and doc.encrypted))
+        if doc is not None:
+            about(dp.store, doc)  # its title and parties, for `docpipe ls`
 
 
 def matter_document(dp: Any, args: Any, path: Path, *, password: str | None = None) -> Any:
     """Returns the PDF at `path` ingested (cached by content), filed in the command's matter and seen as that
     matter's document (its answers cached apart from another matter's)."""
+    from docpipe.terms.about import about
     from docpipe.types import scoped_matter
 
     scope = owner_scope(dp, args)
     doc = dp.ingest(path, password=password)
     scope.file(doc.id, Path(path).name, encrypted=doc.encrypted)
+    about(dp.store, doc)
     return replace(doc, matter=scoped_matter(scope.matter))

@@ -359,8 +359,15 @@ def test_collections_and_ls(deal: Path, contracts: Path) -> None:
     assert {d["id"]: (d["name"], d["pages"], d["collections"]) for d in stored} == {
         doc_id: (name, 2, ["deal"]) for name, doc_id in ids.items()
     }
-    human = _run(deal, "ls", "--collection", "deal").stdout.splitlines()
-    assert len(human) == 3
+    # Each contract's title and parties, read by the offline readers and kept at ingest.
+    falcon = next(d for d in stored if d["name"] == "falcon_supply.pdf")
+    assert falcon["parties"] == ["Falcon Industries Inc.", "Orbit Retail LLC"], falcon
+    assert falcon["title"] == ""  # a line that runs on into the parties is no title
+    lines = _run(deal, "ls", "--collection", "deal").stdout.splitlines()
+    human = [line for line in lines if not line.startswith(" ")]
+    described = [line.strip() for line in lines if line.startswith(" ")]
+    assert len(human) == 3 and len(described) == 3
+    assert "(no title): Falcon Industries Inc.; Orbit Retail LLC" in described, described
     names = []
     for line in human:
         doc_id, pages, _, _, _, zone, name = line.split(maxsplit=6)
