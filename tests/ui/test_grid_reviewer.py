@@ -334,3 +334,28 @@ def test_a_mark_set_in_the_browser_survives_a_rerun(
         assert [a for a in actions if a.startswith("mark")] == ["mark_corrected", "mark_flagged", "mark_clear"]
     finally:
         context.close()
+
+
+def test_every_status_has_its_symbol_word_and_colour() -> None:
+    from docpipe import ReviewGrid
+    from docpipe.review.grid import Cell, Column, ReviewManifest, Row
+    from docpipe.ui.review_render import STATUS_STYLES, grid_table, legend_html
+
+    statuses = ["present", "candidate", "uncertain", "absent", "not_found", "failed"]
+    grid = ReviewGrid(
+        [Row("a" * 64, "<b>a.pdf</b>")],
+        [Column(s, "?", "?") for s in statuses],
+        [[Cell(s, answer="x") for s in statuses]],  # type: ignore[arg-type]
+        ReviewManifest("x", None, None, "x", "x", "1", "f", "f"),
+    )
+    table = grid_table(grid)
+    shown, styles = table["metadata"]["display_value"][0], table["metadata"]["styling"][0]
+    assert shown[0] == '<span class="dp-name">&lt;b&gt;a.pdf&lt;/b&gt;</span>' and styles[0] == ""
+    words = ["Yes", "Candidate", "Uncertain", "No", "Not found", "Failed"]
+    for status, word, cell, style in zip(statuses, words, shown[1:], styles[1:]):
+        symbol, meaning, colour = STATUS_STYLES[status]
+        assert cell.startswith(f'<span class="dp-sym" title="{meaning}">{symbol}</span> {word}'), cell
+        assert style == f"background-color: {colour}; color: #1f2328;"
+        assert colour in legend_html() and meaning.split(":")[0] in legend_html()
+    # Found, to check, not found and failed read apart by colour as well as by word.
+    assert len({STATUS_STYLES[s][2] for s in ("present", "candidate", "not_found", "failed")}) == 4
