@@ -201,12 +201,7 @@ def _write(dp: Any, grid: Any, args: Any, fmt: str, *, what: str) -> int:
         atomic_write(Path(args.ics), deadlines_ics(grid))
         where += f"wrote {args.ics}: "
     if where or fmt != "md":  # a Markdown table printed ends with the same summary already
-        print(
-            f"{where}{len(grid.rows)} documents x {len(grid.columns)} {what} = {summary['cells']} cells: "
-            f"{summary['done']} done ({summary['from_cache']} from the cache), {summary['failed']} failed, "
-            f"{summary['not_found']} with no such clause",
-            file=sys.stderr,
-        )
+        print(where + grid.summary_text(what), file=sys.stderr)
         for failure in summary["failures"]:
             print(f"  failed: {failure}", file=sys.stderr)
     return EXIT_ERROR if summary["failed"] else 0

@@ -129,6 +129,21 @@ class ReviewGrid:
                 return i
         raise KeyError(f"no column {column!r} in this grid: columns are {', '.join(c.key for c in self.columns)}")
 
+    def summary_text(self, what: str = "questions") -> str:
+        """Returns the one line that sums the grid up, the same after a printed table and a written file:
+        ``3 documents x 41 questions = 123 cells: 120 done (45 from the cell cache), 3 failed, 60 with no such
+        clause``."""
+        summary = self.summary()
+
+        def count(n: int, noun: str) -> str:
+            return f"{n} {noun if n != 1 else noun.removesuffix('s')}"
+
+        return (
+            f"{count(len(self.rows), 'documents')} x {count(len(self.columns), what)} = "
+            f"{count(summary['cells'], 'cells')}: {summary['done']} done ({summary['from_cache']} from the cell "
+            f"cache), {summary['failed']} failed, {summary['not_found']} with no such clause"
+        )
+
     def summary(self) -> dict[str, Any]:
         """Returns the counts a reviewer reads first: cells, done (not failed), per status, from cache, and the
         failures with their reasons (one line per failed document, or per failed cell)."""
@@ -253,13 +268,9 @@ class ReviewGrid:
         for row, cells in zip(self.rows, self.cells):
             shown = [_md(cell.text + self._mark_sign(row, column)) for column, cell in zip(self.columns, cells)]
             lines.append("| " + " | ".join([_md(row.name), *shown]) + " |")
-        summary = self.summary()
         lines.append("")
-        lines.append(
-            f"{summary['cells']} cells: {summary['done']} done, {summary['failed']} failed, "
-            f"{summary['not_found']} with no such clause; {summary['from_cache']} from the cell cache."
-        )
-        for failure in summary["failures"]:
+        lines.append(self.summary_text() + ".")
+        for failure in self.summary()["failures"]:
             lines.append(f"- failed: {_md(failure)}")
         if self.marks:
             lines += ["", "Reviewer marks:", ""]

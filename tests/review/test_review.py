@@ -305,7 +305,7 @@ def test_exports_hold_every_cell_and_round_trip(tmp_path: Path, room: Path) -> N
     assert len(csv_lines) == 1 + 4 and csv_lines[0].startswith("document,document_id,")
     assert any(line.startswith("'=HYPERLINK") for line in csv_lines)  # no formula from a file name
     markdown = grid.to_markdown()
-    assert markdown.count("\n| ") == 4 and "8 cells: 8 done" in markdown
+    assert markdown.count("\n| ") == 4 and "= 8 cells: 8 done (" in markdown
     book = openpyxl.load_workbook(io.BytesIO(grid.to_xlsx(tmp_path / "grid.xlsx")))
     assert book.sheetnames == ["Review", "Citations", "Manifest"]
     review, citations = book["Review"], book["Citations"]
