@@ -2,7 +2,7 @@
 two PDFs, a grid of two questions and a checklist category run with the echo engine and filled in, a cell
 opened on its page with the quote marked, the XLSX downloaded and read back; then the handlers themselves with
 what a browser (or a crafted API call) could send them: too many or too long questions, a file that is not a
-PDF, a page the document does not have, a document of another session.
+PDF, a page the document does not have, a document or collection of another matter.
 
 Needs Debian's chromium (/usr/bin/chromium) and the Python packages gradio and playwright.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from support.net import free_port
 
-from docpipe import Citation, DocPipe, EchoEngine, Settings
+from docpipe import Citation, DocPipe, EchoEngine, MatterStore, Settings
 
 pytestmark = [
     pytest.mark.integration,
@@ -238,15 +238,18 @@ def echo_dp(tmp_path: Path) -> DocPipe:
     return DocPipe(Settings.preset("test", home=tmp_path / "home"), engine=EchoEngine())
 
 
-def _space_collection(dp: DocPipe, space: str, files: list[Path]):
-    coll = dp.collection("deal", matter=space)
+def _collection(dp: DocPipe, files: list[Path], matter: str | None = None):
+    """Returns collection "deal" of `files`: the store's own (what a workbench without keys works in), or
+    `matter`'s."""
+    coll = dp.collection("deal", matter=matter)
     report = coll.add(files)
     assert report.ok, report.failed
     return coll
 
 
-def _run(tab, *, space: str, text: str, categories=(), name: str = "deal"):
-    return list(tab.run(name, text, list(categories), "no_think", "", None, None, space, None))
+def _run(tab, *, text: str, categories=(), name: str = "deal", matter: str | None = None):
+    """Runs the grid as the page does, without keys: in the store's own matter, or the `matter` the page sends."""
+    return list(tab.run(name, text, list(categories), "no_think", "", None, matter, None, None))
 
 
 def test_the_grid_streams_as_cells_finish(
@@ -254,8 +257,8 @@ def test_the_grid_streams_as_cells_finish(
 ) -> None:
     monkeypatch.setattr(docpipe.ui.review_tab, "STREAM_INTERVAL_S", 0.0)  # one table per progress event
     _demo, tab, _wb = _handlers(echo_dp)
-    _space_collection(echo_dp, "session-stream", [sample_pdf, supply_pdf])
-    updates = _run(tab, space="session-stream", text="\n".join(QUESTIONS), categories=[CATEGORY])
+    _collection(echo_dp, [sample_pdf, supply_pdf])
+    updates = _run(tab, text="\n".join(QUESTIONS), categories=[CATEGORY])
     first, *running, final = updates
     assert first[0] == "Running: 0 / 6 cells done"
     assert len(running) == 6 and [u[0].split(":")[1].split("/")[0].strip() for u in running] == list("123456")
@@ -283,22 +286,25 @@ def test_the_grid_streams_as_cells_finish(
 )
 def test_questions_over_the_limits_are_refused_before_the_engine(echo_dp: DocPipe, sample_pdf: Path, text: str) -> None:
     _demo, tab, _wb = _handlers(echo_dp)
-    _space_collection(echo_dp, "session-limits", [sample_pdf])
-    updates = _run(tab, space="session-limits", text=text)
+    _collection(echo_dp, [sample_pdf])
+    updates = _run(tab, text=text)
     assert len(updates) == 1 and updates[0][0].startswith("**Error:**"), updates[0][0]
     assert echo_dp.engine.batch_sizes == []  # nothing reached the engine
 
 
-def test_a_collection_of_another_session_is_not_run(echo_dp: DocPipe, sample_pdf: Path) -> None:
+def test_a_collection_of_another_matter_is_not_run(echo_dp: DocPipe, sample_pdf: Path) -> None:
+    # Without keys the page works in the store's own matter; a page that sends another matter is refused.
     _demo, tab, _wb = _handlers(echo_dp)
-    _space_collection(echo_dp, "session-alice", [sample_pdf])
-    updates = _run(tab, space="session-bob", text=QUESTIONS[0])
-    assert len(updates) == 1 and "no collection &#x27;deal&#x27; here" in updates[0][0]
+    _collection(echo_dp, [sample_pdf], matter="deal-y")
+    updates = _run(tab, text=QUESTIONS[0], matter="deal-y")
+    assert len(updates) == 1 and "no matter &#x27;deal-y&#x27;" in updates[0][0], updates[0][0]
+    updates = _run(tab, text=QUESTIONS[0])  # nor is it the own matter's
+    assert len(updates) == 1 and "no collection &#x27;deal&#x27; here" in updates[0][0], updates[0][0]
     assert echo_dp.engine.batch_sizes == []
 
 
-def _finished_state(tab, space: str) -> dict:
-    final = _run(tab, space=space, text=QUESTIONS[0])[-1]
+def _finished_state(tab) -> dict:
+    final = _run(tab, text=QUESTIONS[0])[-1]
     assert final[0].startswith("Done"), final[0]
     return final[2]
 
@@ -309,39 +315,37 @@ def test_a_cell_shows_its_page_and_a_bad_page_or_document_is_refused(
     import dataclasses
 
     _demo, tab, _wb = _handlers(echo_dp)
-    _space_collection(echo_dp, "session-alice", [sample_pdf])
-    other = echo_dp.collection("deal", matter="session-bob")
+    _collection(echo_dp, [sample_pdf])
+    other = echo_dp.collection("deal", matter="deal-y")
     other.add([supply_pdf])
-    state = _finished_state(tab, "session-alice")
-    html_out, _picker, image, caption = tab.show_cell(state, "0", "0", "", None, "session-alice", None)
+    state = _finished_state(tab)
+    html_out, _picker, image, caption = tab.show_cell(state, "0", "0", "", None, None, None)
     assert image is not None and "the quote is marked" in caption, caption
     assert "Yes" in html_out and "&#10003;" in html_out
 
-    # Another session cannot open this session's grid (its collection is not theirs) ...
-    _html, _picker, image, caption = tab.show_cell(state, "0", "0", "", None, "session-bob", None)
-    assert image is None and "not in collection deal" in caption, caption
-    _html, _picker, image, caption = tab.show_cell(state, "0", "0", "", None, "session-carol", None)
-    assert image is None and "no collection &#x27;deal&#x27; here" in _html, _html
-    # ... nor can a grid whose row names a document of another session's collection show that document.
+    # A page that sends another matter cannot open this grid ...
+    _html, _picker, image, caption = tab.show_cell(state, "0", "0", "", "deal-y", None, None)
+    assert image is None and "no matter &#x27;deal-y&#x27;" in _html + caption, (_html, caption)
+    # ... nor can a grid whose row names a document of another matter's collection show that document.
     bob_doc = other.documents[0].id
     grid = state["grid"]
     forged = {**state, "grid": dataclasses.replace(grid, rows=[dataclasses.replace(grid.rows[0], document_id=bob_doc)])}
     forged["grid"].cells[0][0].quotes[:] = [
         dataclasses.replace(q, document_id=bob_doc) for q in grid.cells[0][0].quotes
     ]
-    _html, _picker, image, caption = tab.show_cell(forged, "0", "0", "", None, "session-alice", None)
+    _html, _picker, image, caption = tab.show_cell(forged, "0", "0", "", None, None, None)
     assert image is None and "not in collection deal" in caption, caption
 
     # A quote naming a page the document does not have, and pickers naming no cell.
-    state = _finished_state(tab, "session-alice")
+    state = _finished_state(tab)
     quotes = state["grid"].cells[0][0].quotes
     quotes[:] = [dataclasses.replace(q, page_start=99, page_end=99) for q in quotes]
-    _html, _picker, image, caption = tab.show_cell(state, "0", "0", "", None, "session-alice", None)
+    _html, _picker, image, caption = tab.show_cell(state, "0", "0", "", None, None, None)
     assert image is None and "pages 1 to 15" in caption, caption
     for r, c in (("1", "0"), ("0", "5"), ("-1", "0"), ("x", "0")):
-        out, _picker, image, _caption = tab.show_cell(state, r, c, "", None, "session-alice", None)
+        out, _picker, image, _caption = tab.show_cell(state, r, c, "", None, None, None)
         assert image is None and "choose an entry" in out, (r, c, out)
-    out, _picker, image, _caption = tab.show_cell(None, "0", "0", "", None, "session-alice", None)
+    out, _picker, image, _caption = tab.show_cell(None, "0", "0", "", None, None, None)
     assert image is None and "run a grid first" in out
 
 
@@ -350,7 +354,14 @@ def test_the_ask_page_view_shows_only_the_asked_documents_pages(
 ) -> None:
     _demo, _tab, wb = _handlers(echo_dp)
     mine = echo_dp.ingest(sample_pdf)
-    theirs = echo_dp.ingest(supply_pdf)  # another session's upload: in the store, not in this session's documents
+    # Uploaded here (the store's own matter), and another matter's upload: in the store, not in this matter.
+    MatterStore(echo_dp.store.root).add(
+        "default", mine.id, name=sample_pdf.name, user="local", key_id="w", encrypted=False
+    )
+    theirs = echo_dp.ingest(supply_pdf)
+    MatterStore(echo_dp.store.root).add(
+        "deal-y", theirs.id, name=supply_pdf.name, user="bob", key_id="k", encrypted=False
+    )
     docs = {mine.id: mine}
     *_rest, cites, picker = list(wb.ask(docs, mine.id, QUESTIONS[0], "no_think", None, None))[-1]
     assert cites and picker.choices

@@ -3,8 +3,8 @@ sample contract and two small ones, read without a language model, fill a table 
 value (a duration by its days, not its words) and filters by value; a click on a cell shows its value as
 written, its quote, page and derivation, with the page marked; the XLSX, CSV, JSON and iCalendar downloads hold
 the same. Then the review grid with a typed question, showing values; and the handlers called as Gradio calls
-them with what a page (or a crafted API call) could send: another session's collection, unknown key terms, a
-table over the page's limit, a cell of a grid the session did not run.
+them with what a page (or a crafted API call) could send: another matter's collection, unknown key terms, a
+table over the page's limit, a cell naming a document its collection does not hold.
 
 Needs Debian's chromium (/usr/bin/chromium) and the Python packages gradio and playwright.
 """
@@ -290,12 +290,13 @@ def _terms_view(dp: DocPipe) -> Any:
     return fns["key_terms"].__self__
 
 
-def _run(view, *, space: str, terms=(), name: str = "deal") -> list[tuple[Any, ...]]:
-    return list(view.run(name, list(terms), "no_think", "", None, None, space, None))
+def _run(view, *, matter: str | None = None, terms=(), name: str = "deal") -> list[tuple[Any, ...]]:
+    """Runs the table as the page does, without keys: in the store's own matter, or the `matter` the page sends."""
+    return list(view.run(name, list(terms), "no_think", "", None, matter, None, None))
 
 
-def _collection(dp: DocPipe, space: str, files: list[Path]) -> None:
-    report = dp.collection("deal", matter=space).add(files)
+def _collection(dp: DocPipe, files: list[Path], matter: str | None = None) -> None:
+    report = dp.collection("deal", matter=matter).add(files)
     assert report.ok, report.failed
 
 
@@ -304,8 +305,8 @@ def test_key_terms_stream_as_cells_finish(
 ) -> None:
     monkeypatch.setattr(docpipe.ui.terms_view, "STREAM_INTERVAL_S", 0.0)  # one table per progress event
     view = _terms_view(offline_dp)
-    _collection(offline_dp, "session-stream", contracts[:2])
-    first, *running, final = _run(view, space="session-stream", terms=["governing_law", "agreement_date"])
+    _collection(offline_dp, contracts[:2])
+    first, *running, final = _run(view, terms=["governing_law", "agreement_date"])
     assert first[0] == "Running: 0 / 4 cells done" and first[1]["headers"] == [
         "Contract",
         "Agreement date",
@@ -321,19 +322,20 @@ def test_key_terms_stream_as_cells_finish(
 
 
 @pytest.mark.parametrize(
-    ("space", "terms", "fragment"),
+    ("matter", "terms", "fragment"),
     [
-        ("session-bob", [], "no collection &#x27;deal&#x27; here"),
-        ("session-alice", ["governing_law", "cap"], "unknown key term &#x27;cap&#x27;"),
-        ("session-alice", ["x" * 5000], "unknown key term"),
+        ("deal-y", [], "no matter &#x27;deal-y&#x27;"),
+        (None, ["governing_law", "cap"], "unknown key term &#x27;cap&#x27;"),
+        (None, ["x" * 5000], "unknown key term"),
     ],
 )
-def test_key_terms_of_another_session_or_unknown_terms_are_refused_before_the_engine(
-    echo_dp: DocPipe, sample_pdf: Path, space: str, terms: list[str], fragment: str
+def test_key_terms_of_another_matter_or_unknown_terms_are_refused_before_the_engine(
+    echo_dp: DocPipe, sample_pdf: Path, matter: str | None, terms: list[str], fragment: str
 ) -> None:
     view = _terms_view(echo_dp)
-    _collection(echo_dp, "session-alice", [sample_pdf])
-    updates = _run(view, space=space, terms=terms)
+    _collection(echo_dp, [sample_pdf])
+    _collection(echo_dp, [sample_pdf], matter="deal-y")  # the page may not send another matter
+    updates = _run(view, matter=matter, terms=terms)
     assert len(updates) == 1 and updates[0][0].startswith("**Error:**") and fragment in updates[0][0], updates[0][0]
     assert echo_dp.engine.batch_sizes == []  # nothing reached the engine
 
@@ -343,36 +345,42 @@ def test_a_table_over_the_pages_limit_is_refused(
 ) -> None:
     monkeypatch.setattr(docpipe.ui.terms_view, "MAX_GRID_CELLS", len(KEY_TERMS) - 1)
     view = _terms_view(echo_dp)
-    _collection(echo_dp, "session-alice", [sample_pdf])
-    [update] = _run(view, space="session-alice")
+    _collection(echo_dp, [sample_pdf])
+    [update] = _run(view)
     assert "1 contracts x 14 key terms is 14 cells" in update[0] and "docpipe terms" in update[0], update[0]
     assert echo_dp.engine.batch_sizes == []
-    assert len(_run(view, space="session-alice", terms=["governing_law"])) > 1  # one term fits
+    assert len(_run(view, terms=["governing_law"])) > 1  # one term fits
 
 
-def test_a_cell_opens_only_for_the_session_whose_collection_it_quotes(
+def test_a_cell_opens_only_in_the_matter_whose_collection_it_quotes(
     offline_dp: DocPipe, sample_pdf: Path, contracts: list[Path]
 ) -> None:
+    import dataclasses
+
     view = _terms_view(offline_dp)
-    _collection(offline_dp, "session-alice", [sample_pdf])
-    state = _run(view, space="session-alice", terms=["governing_law"])[-1][2]
-    image, caption = view.show_quote(state, (0, 0), "0", "", None, "session-alice", None)
+    _collection(offline_dp, [sample_pdf])
+    state = _run(view, terms=["governing_law"])[-1][2]
+    image, caption = view.show_quote(state, (0, 0), "0", "", None, None, None)
     assert image is not None and caption.startswith("Page 11 of 15: the quote is marked"), caption
-    # Another session has no such collection; one with a collection of that name does not hold the document.
-    image, caption = view.show_quote(state, (0, 0), "0", "", None, "session-carol", None)
-    assert image is None and "no collection" in caption, caption
-    _collection(offline_dp, "session-bob", contracts[1:2])
-    image, caption = view.show_quote(state, (0, 0), "0", "", None, "session-bob", None)
+    # A page that sends another matter is refused; a grid whose row names a document the collection does not
+    # hold (another matter's) does not show it.
+    image, caption = view.show_quote(state, (0, 0), "0", "", "deal-z", None, None)
+    assert image is None and "no matter" in caption, caption
+    _collection(offline_dp, contracts[1:2], matter="deal-y")
+    theirs = offline_dp.collection("deal", matter="deal-y").documents[0].id
+    grid = state["grid"]
+    forged = {**state, "grid": dataclasses.replace(grid, rows=[dataclasses.replace(grid.rows[0], document_id=theirs)])}
+    image, caption = view.show_quote(forged, (0, 0), "0", "", None, None, None)
     assert image is None and "not in collection deal" in caption, caption
     # No open cell, a cell or quote the grid does not have, no grid.
-    assert view.show_quote(state, None, "0", "", None, "session-alice", None) == (
+    assert view.show_quote(state, None, "0", "", None, None, None) == (
         None,
         "Click a cell of the table first.",
     )
     for opened, quote in (((0, 5), "0"), ((1, 0), "0"), ((0, 0), "7"), ((0, 0), "x")):
-        image, caption = view.show_quote(state, opened, quote, "", None, "session-alice", None)
+        image, caption = view.show_quote(state, opened, quote, "", None, None, None)
         assert image is None and "choose an entry" in caption, (opened, quote, caption)
-    assert view.show_quote(None, (0, 0), "0", "", None, "session-alice", None)[0] is None
+    assert view.show_quote(None, (0, 0), "0", "", None, None, None)[0] is None
 
 
 def test_the_table_sorts_each_kind_by_value_and_shows_the_value() -> None:
@@ -423,7 +431,7 @@ def test_a_typed_question_the_grid_cannot_take_is_refused_before_the_engine(
 ) -> None:
     demo = build_app(echo_dp)
     review = {fn.api_name: fn.fn for fn in demo.fns.values()}["review"].__self__
-    _collection(echo_dp, "session-alice", [sample_pdf])
-    updates = list(review.run("deal", text, [], "no_think", "", None, None, "session-alice", None))
+    _collection(echo_dp, [sample_pdf])
+    updates = list(review.run("deal", text, [], "no_think", "", None, None, None, None))
     assert len(updates) == 1 and fragment in updates[0][0], updates[0][0]
     assert echo_dp.engine.batch_sizes == []
