@@ -33,7 +33,7 @@ from docpipe.types import OWN_MATTER
 if TYPE_CHECKING:
     from docpipe.storage.store import Store
 
-__all__ = ["OWNER_KEY_ID", "OWNER_USER", "OwnerScope", "adopt_own_documents", "adopt_own_store"]
+__all__ = ["OWNER_KEY_ID", "OWNER_USER", "OwnerScope", "adopt_own_documents", "adopt_own_store", "logged"]
 
 logger = logging.getLogger(__name__)
 
@@ -118,19 +118,53 @@ class OwnerScope:
             detail=_who_detail(detail),
         )
 
-    @contextlib.contextmanager
     def logged(
         self, action: str, document: str | None = None, questions: list[str] | None = None, detail: str = ""
-    ) -> Iterator[None]:
+    ) -> contextlib.AbstractContextManager[None]:
         """Runs the action's body, then appends its access-log line with the outcome (an error's type)."""
-        outcome = "ok"
-        try:
-            yield
-        except BaseException as exc:
-            outcome = type(exc).__name__
-            raise
-        finally:
-            self.record(action, document, questions, outcome=outcome, detail=detail)
+        return logged(
+            self.log,
+            user=OWNER_USER,
+            key_id=OWNER_KEY_ID,
+            matter=self.matter,
+            action=action,
+            document=document,
+            question=questions,
+            detail=_who_detail(detail),
+        )
+
+
+@contextlib.contextmanager
+def logged(
+    audit: AccessLog,
+    *,
+    user: str,
+    key_id: str,
+    matter: str,
+    action: str,
+    document: str | None = None,
+    question: str | list[str] | None = None,
+    detail: str = "",
+) -> Iterator[None]:
+    """Runs the action's body, then appends its access-log line with the outcome: ``ok``, or the error's type
+    (the server's routes and the command line both log through it)."""
+    outcome = "ok"
+    try:
+        yield
+    except BaseException as exc:
+        outcome = type(exc).__name__
+        raise
+    finally:
+        audit.record(
+            user=user,
+            key_id=key_id,
+            matter=matter,
+            action=action,
+            document=document,
+            question=question,
+            outcome=outcome,
+            detail=detail,
+        )
 
 
 def _who_detail(detail: str) -> str:

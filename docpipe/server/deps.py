@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException
 from docpipe.access.keys import KeyStore, Principal
 from docpipe.access.log import AccessLog
 from docpipe.access.matters import MatterDocument, MatterStore
+from docpipe.access.scope import logged as logged_action
 from docpipe.answer.core import check_question
 from docpipe.errors import ConfigError, InputError, PasswordRequiredError
 from docpipe.pipeline import DocPipe
@@ -206,23 +207,17 @@ def logged(
     detail: str = "",
 ) -> Iterator[None]:
     """Runs the action's body, then appends its access-log line with the outcome (an error's type)."""
-    outcome = "ok"
-    try:
+    with logged_action(
+        audit,
+        user=who.user,
+        key_id=who.key_id,
+        matter=who.matter,
+        action=action,
+        document=document,
+        question=questions,
+        detail=detail,
+    ):
         yield
-    except BaseException as exc:
-        outcome = type(exc).__name__
-        raise
-    finally:
-        audit.record(
-            user=who.user,
-            key_id=who.key_id,
-            matter=who.matter,
-            action=action,
-            document=document,
-            question=questions,
-            outcome=outcome,
-            detail=detail,
-        )
 
 
 def matter_record(matters: MatterStore, who: Caller, doc_id: str) -> MatterDocument:
