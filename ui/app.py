@@ -21,8 +21,8 @@ an API call was uploaded only for an app marked launched, and mounting never mar
 
 Modules: `app` (the layout and how it launches), `handlers` (the event handlers), `choices` (the limits and the
 picker values the tabs share), `render` (results as escaped HTML and table rows), `uploads` (reading only what Gradio's upload route stored), `access` (who sees what),
-`tabs` (the Upload, Ask, Batch and Contract analysis tabs), `review_tab` (the Data room tab), `terms_view` (its
-Key terms view), `dataroom` (what the two share) and `review_render` (their tables and cells), `pageview` (a
+`tabs` (the Upload, Ask, Batch and Contract analysis tabs), `review_tab` (the Data room tab; `review_layout` its
+components, `review_marks` the reviewer's marks on its cells), `terms_view` (its Key terms view), `dataroom` (what the two share) and `review_render` (their tables and cells), `pageview` (a
 page rendered with a quote marked, in a bounded child process), `progress` (an upload's progress bar: each
 file's ingestion stage).
 
