@@ -108,6 +108,9 @@ class UploadProgress:
     def collection_step(self, step: Any) -> None:
         """Reports one `AddProgress` of `Collection.add`: a file finished, or a batch of passages embedded."""
         kind, done, total = getattr(step, "kind", ""), int(getattr(step, "done", 0)), int(getattr(step, "total", 0))
+        if kind == "file" and done == 0:  # the add's total, before any file ends: the opening text stays
+            self.total = max(1, total)
+            return
         if kind == "file":
             self.files_done, self.total = done, max(1, total)
             outcome = "failed" if getattr(step, "error", "") else "done"

@@ -126,8 +126,10 @@ def test_two_processes_ingesting_the_same_file_agree(tmp_path: Path, long_pdf: P
 
     entries = sorted(p.name for p in (home / "docs" / one["id"]).iterdir())
     indexes = [name for name in entries if name.startswith("index-")]
-    # One published index, one extraction, one source: no second copy, no temporary file or folder left over.
-    assert len(indexes) == 1 and entries == sorted(["extract-pypdfium2.json", "source.pdf", *indexes]), entries
+    # One published index, one extraction, one source (and the title and parties `ls` shows): no second copy,
+    # no temporary file or folder left over.
+    expected = sorted(["about.json", "extract-pypdfium2.json", "source.pdf", *indexes])
+    assert len(indexes) == 1 and entries == expected, entries
     dp = DocPipe(Settings.preset("test", home=home, extraction={"extractor": "pypdfium2"}))
     doc = dp.ingest(long_pdf)
     assert doc.id == one["id"] and len(doc.sections) == one["sections"]

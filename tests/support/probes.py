@@ -239,7 +239,9 @@ def load_session(client: httpx.Client, base: str, matter: str = "deal-x") -> str
     on_load fills the Matter dropdown with the user's matters, so a call naming `matter` passes Gradio's
     choice check and reaches the file checks (a bare API call has no choices and fails there instead)."""
     config = client.get(f"{base}/config", timeout=10).json()
-    load = next(d for d in config["dependencies"] if any(t[1] == "load" for t in d.get("targets", [])))
+    loads = [d for d in config["dependencies"] if any(t[1] == "load" for t in d.get("targets", []))]
+    # The workbench's own page-load event fills the Matter list and the pickers; others show a control or two.
+    load = max(loads, key=lambda d: len(d.get("outputs", [])))
     session = secrets.token_hex(6)
     joined = client.post(
         f"{base}/gradio_api/queue/join",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from docpipe import DocPipe, Settings
+from docpipe import DocPipe, MatterStore, Settings
 from docpipe.names import DEFAULT_NAME, MAX_NAME_CHARS, clean_upload_name
 
 LONG = "x" * 300 + ".pdf"
@@ -79,9 +79,11 @@ def _workbench_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[st
     from docpipe.ui.app import build_app
 
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
-    demo = build_app(DocPipe(Settings.preset("test", home=tmp_path / "workbench")))
+    dp = DocPipe(Settings.preset("test", home=tmp_path / "workbench"))
+    demo = build_app(dp)
     ingest = next(fn.fn for fn in demo.fns.values() if fn.api_name == "ingest")
-    names = []
+    names: list[str] = []
+    seen: set[str] = set()
     for number, (raw, _shown) in enumerate(HOSTILE):
         stored = Path(demo.GRADIO_CACHE) / f"upload{number}" / "file.pdf"
         stored.parent.mkdir(parents=True)
@@ -90,9 +92,11 @@ def _workbench_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[st
         upload = NamedString(str(stored))
         upload.name = raw
         demo.upload_file_set.add(str(stored))
-        result, docs, *_pickers, _pending = ingest([upload], "", {}, None, None)
-        [doc] = docs.values()
+        result, _docs, *_pickers, _pending = ingest([upload], "", {}, None, None)
         assert "dp-ok" in result, result
+        # Without keys an upload is the store's own matter's document, under the name the workbench gave it.
+        [doc] = [d for d in MatterStore(dp.store.root).documents("default") if d.id not in seen]
+        seen.add(doc.id)
         names.append(doc.name)
     return names
 
