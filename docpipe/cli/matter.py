@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["matter_collection", "matter_document", "owner_scope"]
+__all__ = ["file_members", "matter_collection", "matter_document", "owner_scope"]
 
 
 def owner_scope(dp: Any, args: Any) -> Any:
@@ -43,10 +43,12 @@ def matter_collection(dp: Any, args: Any, name: str, *, existing: bool = True) -
 
 def file_members(dp: Any, args: Any, members: list[Any]) -> None:
     """Files a collection's new (and present) members in the command's matter, as a server's add does."""
-    from docpipe.terms.about import about
+    from docpipe.terms.about import about, stored_about
 
     scope = owner_scope(dp, args)
     for member in members:
+        if scope.holds(member.id) and stored_about(dp.store, member.id) is not None:
+            continue  # filed and described by an earlier add: a rerun opens nothing again
         doc = dp.document(member.id, authorized=True)
         scope.file(member.id, member.name, encrypted=bool(doc is not None and doc.encrypted))
         if doc is not None:
