@@ -21,9 +21,7 @@ from docpipe.access.keys import check_matter_name
 from docpipe.access.scope import adopt_own_store
 from docpipe.types import OWN_MATTER
 
-__all__ = ["SESSION_MATTER", "WorkbenchAccess"]
-
-SESSION_MATTER = "session"
+__all__ = ["WorkbenchAccess"]
 
 
 class WorkbenchAccess:
