@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from docpipe.cells import Column
     from docpipe.embed.base import Embedder
     from docpipe.engine.base import Engine
+    from docpipe.playbook import Playbook, PlaybookReport
     from docpipe.review.grid import ReviewGrid
     from docpipe.review.run import ReviewProgress
 
@@ -570,11 +571,9 @@ class DocPipe:
         initial term, renewal, the notice that stops it and its last day, governing law, courts, liability cap,
         termination for convenience.
 
-        Each cell holds a normalized value (`Cell.value`: an ISO date, days, an amount and currency, a canonical
-        jurisdiction, the parties with their defined names) with the verified quotes it was read from; a computed
-        value (an expiration from the effective date and the term) shows its working in `Cell.derivation`. A value
-        its quotes do not give is never shown: the cell is ``uncertain`` and its note says why. Without a language
-        model the values come from deterministic readers (`docpipe.terms.key_terms`)."""
+        Each cell holds a normalized value (`Cell.value`) with the verified quotes it was read from (a computed
+        one its working in `Cell.derivation`); a value its quotes do not give is never shown (``uncertain``).
+        Without a language model deterministic readers read them (`docpipe.terms.key_terms`)."""
         return self.review(
             docs,
             key_terms=list(terms) if terms else True,
@@ -584,6 +583,25 @@ class DocPipe:
             progress=progress,
             cancel=cancel,
         )
+
+    def check(
+        self,
+        playbook: Playbook | str | Path,
+        docs: Collection | Document | Source | Sequence[Document | Source],
+        *,
+        mode: str = "think",
+        password: str | None = None,
+        progress: Callable[[ReviewProgress], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> PlaybookReport:
+        """Returns `playbook` (a `Playbook`, or a TOML file's path) held against `docs`: a verdict per contract
+        and rule, meets / deviates / missing / needs review, each with the quotes it rests on
+        (`docpipe.playbook`); its cells are a review grid's, cached and resumed as `review`'s are."""
+        from docpipe.playbook import Playbook, load_playbook
+        from docpipe.playbook.run import check
+
+        book = playbook if isinstance(playbook, Playbook) else load_playbook(playbook)
+        return check(self, book, docs, mode=mode, password=password, progress=progress, cancel=cancel)
 
 
 class _Unset:

@@ -348,6 +348,12 @@ class ReviewSettings(_Section):
         "...?') lists a contract as found when its best clause scores at least this, else as one to check "
         "(docpipe eval-collection --each measures both lists against CUAD's labels).",
     )
+    playbook_sure_score: float = Field(
+        9.0,
+        description="Offline (no model): a playbook rule that requires a clause says 'meets' when the clause's best "
+        "sentence scores at least this (or the clause's reader reads it); below, a found clause is 'needs review'. "
+        "A 'meets' must be sure: docpipe eval-playbook measures the share of them that truly meet.",
+    )
 
 
 class RaySettings(_Section):

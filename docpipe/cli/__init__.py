@@ -17,7 +17,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from docpipe.cli import admin, collections, commands, config, ingest, marks, review, serving
+from docpipe.cli import admin, check, collections, commands, config, ingest, marks, review, serving
 from docpipe.cli.output import EXIT_ERROR
 from docpipe.cli.parser import build_parser
 from docpipe.errors import DocpipeError
@@ -87,6 +87,8 @@ _COMMANDS = {
     "review": review.cmd_review,
     "terms": review.cmd_terms,
     "mark": marks.cmd_mark,
+    "check": check.cmd_check,
+    "eval-playbook": check.cmd_eval_playbook,
 }
 
 

@@ -6,6 +6,11 @@ import argparse
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from docpipe.cli.check import add_check_commands
+from docpipe.cli.options import engine_options as _engine
+from docpipe.cli.options import matter_option as _matter
+from docpipe.cli.options import password_options as _password
+from docpipe.cli.options import with_pdfs_option as _with_pdfs
 from docpipe.version import __version__
 
 __all__ = ["build_parser"]
@@ -48,13 +53,6 @@ def _common(*, top: bool) -> argparse.ArgumentParser:
     return common
 
 
-def _password(p: argparse.ArgumentParser, help: str) -> None:
-    p.add_argument("--password", help=f"{help} (visible in ps: prefer --password-file or $DOCPIPE_PASSWORD)")
-    p.add_argument(
-        "--password-file", type=Path, metavar="PATH", help="file holding the password on one line (mode 600)"
-    )
-
-
 def _executor(p: argparse.ArgumentParser) -> None:
     """Where the work runs: here, or as Ray Data pipelines on a Ray cluster (the ``ray`` settings section)."""
     p.add_argument(
@@ -65,25 +63,6 @@ def _executor(p: argparse.ArgumentParser) -> None:
         "unset; pip install 'docpipe-contracts[ray]'); the store must be on storage every node sees",
     )
     p.add_argument("--ray-address", metavar="ADDR", help="the Ray cluster: auto, HOST:PORT or ray://HOST:10001")
-
-
-def _engine(p: argparse.ArgumentParser) -> None:
-    """The answering engine's options, the same on every command that answers (ask, analyze, review, the answer
-    evaluations, serve, ui): they become the settings' ``engine`` section."""
-    p.add_argument("--engine", choices=["auto", "extractive", "vllm", "openai", "echo"], help="answer engine")
-    p.add_argument("--model", help="answering model: HF id or local folder (default Qwen/Qwen3-14B)")
-    p.add_argument("--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
-
-
-def _matter(p: argparse.ArgumentParser) -> None:
-    """The matter a command acts in as the store's owner (the access log records it): its documents and
-    collections only; the store's own matter, what `docpipe serve` and `docpipe ui` without keys show, when none."""
-    p.add_argument(
-        "--matter",
-        metavar="NAME",
-        help="act in this matter (its documents and collections; logged in the access log); default: the "
-        "store's own matter, the one docpipe serve and docpipe ui show without API keys",
-    )
 
 
 def _host(p: argparse.ArgumentParser) -> None:
@@ -109,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     _review_command(sub, common)
     _terms_command(sub, common)
     _mark_command(sub, common)
+    add_check_commands(sub, common)
     _config_command(sub, common)
     _serving_commands(sub, common)
     _keys_command(sub, common)
@@ -304,14 +284,6 @@ def _mark_command(sub: _Commands, common: argparse.ArgumentParser) -> None:
     what.add_argument("--clear", action="store_true", help="remove the cell's mark")
     p.add_argument("--comment", metavar="TEXT", default="", help="what the reviewer has to say about the cell")
     p.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _with_pdfs(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--with-pdfs",
-        action="store_true",
-        help="with -o FILE.xlsx: copy the documents into FILE-pdfs/ beside it; each citation links to its page",
-    )
 
 
 def _config_command(sub: _Commands, common: argparse.ArgumentParser) -> None:
