@@ -436,10 +436,8 @@ class DocPipe:
         each: bool | None = None,
     ) -> Iterator[AnswerEvent]:
         """Returns an iterator of `AnswerEvent`: ``thinking`` and ``answer`` text pieces as the engine writes
-        them, then one ``done`` event whose ``answer`` is the `Answer` that `ask` gives (checked citations,
-        notice, answer cache). Engines that cannot stream (extractive, the in-process batch vLLM) and cache
-        hits give the ``done`` event only. Stop iterating at any time: the engine's request is cancelled.
-        """
+        them, then one ``done`` event with the `Answer` that `ask` gives (engines that cannot stream, and cache
+        hits, give that alone). Stop iterating at any time: the engine's request is cancelled."""
         if isinstance(doc, Collection):
             from docpipe.answer.streaming import AnswerEvent
 
@@ -460,12 +458,10 @@ class DocPipe:
         expand: bool | None = None,
     ) -> ContractReport:
         """Returns a `ContractReport`: the clause checklist (all 41 CUAD categories, or those named) run
-        over `doc`, every category in one engine batch, in thinking mode by default.
-
-        With a language model each finding is present / absent / uncertain with verified quotes; without
-        one, each is a candidate for review (best-matching sentences) or not_found. `expand` (default
-        `analysis.expand_references`) brings definitions and cross-referenced sections into each context.
-        """
+        over `doc`, every category in one engine batch, in thinking mode by default. With a language model each
+        finding is present / absent / uncertain with verified quotes; without one, a candidate (best-matching
+        sentences) or not_found. `expand` (default `analysis.expand_references`) brings definitions and
+        cross-referenced sections into each context."""
         from docpipe.analysis.analyze import analyze, check_mode
         from docpipe.analysis.checklist import select_categories
 
@@ -505,17 +501,12 @@ class DocPipe:
 
         With a language model each cell is present / absent / uncertain with a short answer and verified
         quotes (thinking by default: `mode`); without one, candidate / not_found with the best-matching
-        clauses. A document that cannot be read (no such file, wrong password, no text layer ...) gets a row of
-        failed cells saying why; the others go on. Cells are cached by content as they finish, so a grid run
-        again (after a crash, or with one more document) computes only what it lacks. `progress` is called
-        after every cell; `cancel` (set from another thread) stops the grid between engine batches.
-
-        Typed columns (`columns`, or a question with a ``::kind`` suffix: ``"Governing law?::jurisdiction"``)
-        hold a normalized value read from the cell's verified quotes (`Cell.value`); `key_terms` adds the
-        built-in key terms (all, or the ids given; see `terms`).
-
-        `executor` ``"ray"`` fills a collection's grid as a Ray Data pipeline on the cluster the settings name
-        (`docpipe.review.ray_grid`): the same cells, cached in the same cell cache.
+        clauses. A document that cannot be read gets a row of failed cells saying why; the others go on. Cells
+        are cached by content as they finish, so a grid run again computes only what it lacks. `progress` is
+        called after every cell; `cancel` (set from another thread) stops the grid between engine batches.
+        Typed columns (`columns`, or ``"Governing law?::jurisdiction"``) hold a normalized value read from the
+        cell's verified quotes (`Cell.value`); `key_terms` adds the built-in key terms (see `terms`).
+        `executor` ``"ray"`` fills a collection's grid as a Ray Data pipeline (`docpipe.review.ray_grid`).
         """
         from docpipe.analysis.analyze import check_mode
         from docpipe.review.review import check_ray_target, review
@@ -569,9 +560,7 @@ class DocPipe:
         """Returns the key-terms table of `docs`: a `ReviewGrid` whose columns are the built-in key terms (all, or
         the ids in `terms`; `docpipe.terms.catalog`): title, parties, agreement, effective and expiration dates,
         initial term, renewal, the notice that stops it and its last day, governing law, courts, liability cap,
-        termination for convenience.
-
-        Each cell holds a normalized value (`Cell.value`) with the verified quotes it was read from (a computed
+        termination for convenience. Each cell holds a normalized value (`Cell.value`) with the verified quotes it was read from (a computed
         one its working in `Cell.derivation`); a value its quotes do not give is never shown (``uncertain``).
         Without a language model deterministic readers read them (`docpipe.terms.key_terms`)."""
         return self.review(
@@ -594,9 +583,8 @@ class DocPipe:
         progress: Callable[[ReviewProgress], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> PlaybookReport:
-        """Returns `playbook` (a `Playbook`, or a TOML file's path) held against `docs`: a verdict per contract
-        and rule, meets / deviates / missing / needs review, each with the quotes it rests on
-        (`docpipe.playbook`); its cells are a review grid's, cached and resumed as `review`'s are."""
+        """Returns `playbook` (a `Playbook` or a TOML file's path) held against `docs`: a verdict per contract and
+        rule (meets / deviates / missing / needs review) with its quotes; the cells are a cached review grid's."""
         from docpipe.playbook import Playbook, load_playbook
         from docpipe.playbook.run import check
 
