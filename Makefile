@@ -47,6 +47,8 @@ demo: install
 	$(VENV)/bin/docpipe ask $(SAMPLE) "$(QUESTION)"
 	@echo "Key terms of the same contract (docpipe terms; -o terms.xlsx for a workbook):"
 	$(VENV)/bin/docpipe -q terms $(SAMPLE) --terms parties,agreement_date,expiration_date,notice_deadline,governing_law
+	@echo "The same contract held against a firm's positions (docpipe check; samples/playbook.toml; -o check.xlsx):"
+	$(VENV)/bin/docpipe -q check --playbook samples/playbook.toml $(SAMPLE)
 
 # Static checks, first in `make test`: ruff's lint rules, the import contracts (import-linter: the layers of
 # issue 11, no cycles) and mypy, all configured in pyproject.toml, plus `ruff format --check` (FORMAT_CHECK=0

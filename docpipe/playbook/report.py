@@ -111,7 +111,8 @@ class PlaybookReport:
             if rule.severity == "high" and v.status in ("deviates", "missing")
         )
         return (
-            f"{len(self.rows)} contracts x {len(self.playbook.rules)} rules of {self.playbook.name}: "
+            f"{len(self.rows)} contract{'' if len(self.rows) == 1 else 's'} x {len(self.playbook.rules)} rules of "
+            f"{self.playbook.name}: "
             f"{counts['deviates']} deviate, {counts['missing']} missing ({high} of high severity), "
             f"{counts['needs_review']} need review, {counts['meets']} meet."
         )
@@ -203,35 +204,38 @@ class PlaybookReport:
         return csv_text(list(REPORT_FIELDS), [[r[f] for f in REPORT_FIELDS] for r in self.table_rows()])
 
     def to_markdown(self) -> str:
-        """Returns the report as Markdown: the summary line, the summary per rule, the grid of verdicts (worst
-        contracts first) and the findings that need action with their quotes."""
-        rules = self.playbook.rules
-        lines = [f"# {_md(self.playbook.name)}", "", self.summary_text(), "", "## Rules", ""]
-        lines.append("| rule | severity | deviates | missing | needs review | meets |")
-        lines.append("|---|---|---|---|---|---|")
-        for s in self.rule_summary():
-            lines.append(
-                f"| {_md(s['title'])} (`{s['rule']}`) | {s['severity']} | {s['deviates']} | {s['missing']} | "
-                f"{s['needs_review']} | {s['meets']} |"
-            )
-        lines += ["", "## Contracts", "", "| contract | " + " | ".join(f"`{r.id}`" for r in rules) + " |"]
-        lines.append("|---|" + "---|" * len(rules))
-        for r in self.order():
-            marks = " | ".join(_SIGN[v.status] for v in self.verdicts[r])
-            lines.append(f"| {_md(self.rows[r].name)} | {marks} |")
-        lines += ["", "## Findings", ""]
-        for row in self.table_rows():
-            if row["verdict"] in ("Deviates", "Missing", "Needs review"):
-                where = f" ({row['pages']})" if row["pages"] else ""
+        """Returns the report as Markdown: the summary line, the count of each verdict per rule (for more than one
+        contract), then each contract, worst first, one line per rule, worst verdicts first: the verdict, the
+        rule, its pages and reason; a deviation or a missing term with its quote and the fallback wording."""
+        lines = [f"# {_md(self.playbook.name)}", "", self.summary_text(), ""]
+        if len(self.rows) > 1:
+            lines += ["## Rules", "", "| rule | severity | deviates | missing | needs review | meets |"]
+            lines.append("|---|---|---|---|---|---|")
+            for s in self.rule_summary():
                 lines.append(
-                    f"- **{_md(row['document'])}**, {row['title']} ({row['severity']}): {row['verdict']}{where}. "
-                    f"{_md(row['reason'])}"
+                    f"| {_md(s['title'])} (`{s['rule']}`) | {s['severity']} | {s['deviates']} | {s['missing']} | "
+                    f"{s['needs_review']} | {s['meets']} |"
                 )
-                if row["quote"]:
-                    lines.append(f"  > {_md(row['quote'][:600])}")
-                if row["fallback"]:
-                    lines.append(f"  Fallback: {_md(row['fallback'])}")
-        return "\n".join(lines) + "\n"
+            lines.append("")
+        for r in self.order():
+            row = self.rows[r]
+            lines += [f"## {_md(row.name)}", ""]
+            if row.error:
+                lines += [f"Could not be read: {_md(row.error)}", ""]
+            pairs = sorted(
+                zip(self.playbook.rules, self.verdicts[r]), key=lambda p: (_RANK[p[1].status], _SEVERITY[p[0].severity])
+            )
+            for rule, v in pairs:
+                where = f" ({v.pages})" if v.pages else ""
+                lines.append(f"- {_SIGN[v.status]}: {_md(rule.title)} ({rule.severity}){where}. {_md(v.reason)}")
+                if v.status in ("deviates", "missing"):
+                    quote = next((q for q in v.quotes if q.verified), None)
+                    if quote is not None:
+                        lines.append(f"  > {_md(quote.quote[:600])}")
+                    if rule.fallback:
+                        lines.append(f"  Fallback: {_md(rule.fallback)}")
+            lines.append("")
+        return "\n".join(lines)
 
     def to_xlsx(self, path: Any = None, *, pdfs: Mapping[str, str] | None = None) -> bytes:
         """Returns the report as an Excel workbook (and writes it, 0600, to `path` when given): see
@@ -247,6 +251,8 @@ class PlaybookReport:
         return data
 
 
+_SEVERITY = {"high": 0, "medium": 1, "low": 2}
+_RANK = {"deviates": 0, "missing": 1, "needs_review": 2, "meets": 3}
 _SIGN = {"meets": "✓ Meets", "deviates": "✗ Deviates", "missing": "– Missing", "needs_review": "? Needs review"}
 
 

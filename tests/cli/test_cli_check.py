@@ -60,7 +60,7 @@ def test_the_sample_playbook_over_the_sample_contract(tmp_path: Path, sample_pdf
             assert verdict["basis"] == "absence" or any(q["verified"] for q in verdict["quotes"])
     counts = report["summary"]["counts"]
     assert sum(counts.values()) == 18 and counts["deviates"] >= 1
-    assert "1 contracts x 18 rules" in report["summary"]["text"]
+    assert "1 contract x 18 rules" in report["summary"]["text"]
 
 
 def test_a_collection_s_report_puts_the_worst_contract_first_in_every_format(world: dict[str, Path]) -> None:
@@ -105,8 +105,10 @@ def test_a_collection_s_report_puts_the_worst_contract_first_in_every_format(wor
     assert lines[0].startswith("document,document_id,rule,title,severity,verdict")
     assert len(lines) == 1 + 2 * 18 and lines[1].startswith("initech-services.pdf,")
     markdown = run_cli(home, "check", "--playbook", PLAYBOOK, "--collection", "deal", env=FAST).stdout
-    assert markdown.startswith("# Commercial contracts: supplier positions") and "## Findings" in markdown
-    assert markdown.index("| initech-services.pdf |") < markdown.index("| acme-supply.pdf |")
+    assert markdown.startswith("# Commercial contracts: supplier positions") and "## Rules" in markdown
+    assert markdown.index("## initech-services.pdf") < markdown.index("## acme-supply.pdf")
+    texas = markdown.split("## initech-services.pdf")[1].split("## ")[0]
+    assert texas.startswith("\n\n- ✗ Deviates: Governed by an approved law (high)") and "Fallback: Propose" in texas
 
     log = AccessLog(home).read(matter="default")
     checks = [e for e in log if e["action"] == "check"]
