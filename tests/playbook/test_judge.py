@@ -229,3 +229,28 @@ def test_mentions_find_the_sentences_that_use_a_clause_s_words_with_their_pages(
     assert "no less favorable" in mfn[0].quote and mfn[0].highlight == "favorable"
     assert mentions(term_subject("notice_period")) == []  # type: ignore[arg-type]
     assert mentions(clause_signature("Non-Compete")) == []  # type: ignore[arg-type]
+
+
+def test_a_playbook_reads_each_term_clause_and_question_once(repo_root):
+    from docpipe.playbook import load_playbook
+    from docpipe.playbook.run import playbook_columns
+
+    book = load_playbook(repo_root / "samples" / "playbook.toml")
+    text = book.text + '\n[[rule]]\nid = "law-again"\ntitle = "Law"\nseverity = "low"\nterm = "governing_law"\n'
+    text += 'allowed = ["Delaware"]\n'
+    book = parse_playbook(text)
+    layout = playbook_columns(book, Settings())
+    keys = [c.key for c in layout.columns]
+    assert len(keys) == len(set(keys))
+    assert layout.of_rule["law-again"] == layout.of_rule["governing-law"]
+    cap = layout.columns[layout.of_rule["liability-capped"]]
+    assert cap.category and cap.min_score == Settings().review.each_check_score
+    reader = layout.reader_of_rule["liability-capped"]
+    assert reader is not None and layout.columns[reader].term == "liability_cap"
+    assert layout.reader_of_rule["no-termination-for-convenience"] is not None
+    assert layout.reader_of_rule["no-mfn"] is None
+    question = layout.columns[layout.of_rule["no-set-off"]]
+    assert question.kind == "yes_no" and question.question == book.rule("no-set-off").question
+    # 5 terms and the termination reader (the cap's reader is a term of the playbook already), 10 clauses and
+    # 3 questions, each once
+    assert len(layout.columns) == 6 + 10 + 3
