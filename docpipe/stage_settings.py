@@ -349,7 +349,7 @@ class ReviewSettings(_Section):
         "(docpipe eval-collection --each measures both lists against CUAD's labels).",
     )
     playbook_sure_score: float = Field(
-        9.0,
+        6.5,
         description="Offline (no model): a playbook rule that requires a clause says 'meets' when the clause's best "
         "sentence scores at least this (or the clause's reader reads it); below, a found clause is 'needs review'. "
         "A 'meets' must be sure: docpipe eval-playbook measures the share of them that truly meet.",

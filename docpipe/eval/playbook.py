@@ -74,7 +74,9 @@ def _gold_value(rule: Rule, record: dict[str, Any]) -> tuple[bool, Any]:
         return True, Value("jurisdiction", place, place)
     normalized = gold.get("normalized")
     if normalized is None:
-        return True, None
+        # An answer CUAD could not normalize ("4/30/[][]": a date with its year blacked out) is a term the
+        # contract has, at a value no rule can place: not scored; no answer at all is no term.
+        return (not gold.get("answer")), None
     if rule.term in ("renewal_term", "notice_period"):
         days = normalized.get("days") if isinstance(normalized, dict) else None
         if not isinstance(days, int | float):

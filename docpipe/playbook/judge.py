@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from docpipe.cells import Cell
-from docpipe.playbook.evidence import clause_signature, term_subject
+from docpipe.playbook.evidence import SURE_READERS, clause_signature, term_subject
 from docpipe.playbook.schema import Bound, Rule
 from docpipe.types import Citation
 from docpipe.values.kinds import Value
@@ -175,6 +175,8 @@ def _compare(rule: Rule, value: Value) -> tuple[bool | None, str]:
         checks.append(_against(value, rule.at_least, lower=True))
     if rule.at_most is not None:
         checks.append(_against(value, rule.at_most, lower=False))
+    if (rule.after or rule.before) and normalized == "perpetual" and value.display.startswith("no fixed end"):
+        return None, "the term ends on an event, not a date: place it by hand"
     if rule.after:
         checks.append(_date_against(normalized, rule.after, after=True))
     if rule.before:
@@ -262,20 +264,23 @@ def _clause(
     read = reader_cell is not None and reader_cell.status == "present" and bool(reader_cell.verified)
     score = cell.score or 0.0
     quotes = cell.verified
-    if read:
+    sure = (cell.status == "present" and bool(quotes)) or (
+        cell.status == "candidate" and bool(quotes) and score >= sure_score
+    )
+    found = sure or (cell.status == "candidate" and bool(quotes) and score >= found_score)
+    by_reader = read and not sure
+    if by_reader:
         assert reader_cell is not None
-        sure, found, quotes = True, True, reader_cell.verified
-    else:
-        sure = (cell.status == "present" and bool(quotes)) or (
-            cell.status == "candidate" and bool(quotes) and score >= sure_score
-        )
-        found = sure or (cell.status == "candidate" and bool(quotes) and score >= found_score)
-    how = "read by its reader" if read else (f"clause score {score:.1f}" if cell.score is not None else "the model")
+        sure, found, quotes = name in SURE_READERS, True, reader_cell.verified
+    how = (
+        "read by its reader" if by_reader else (f"clause score {score:.1f}" if cell.score is not None else "the model")
+    )
     if rule.required:
         if sure:
             return Verdict("meets", f"{name}: found ({how}).", quotes, basis="quote")
         if cell.status in ("candidate", "uncertain", "present") or (reader_cell and reader_cell.status != "not_found"):
-            return Verdict("needs_review", f"{name}: a likely clause ({how}); check that it is one.", cell.quotes)
+            shown = quotes if by_reader else cell.quotes
+            return Verdict("needs_review", f"{name}: a likely clause ({how}); check that it is one.", shown)
         return Verdict("missing", f"{name}: not found. {cell.note}".strip(), cell.quotes)
     if found:
         return Verdict("deviates", f"{name}: found ({how}), and the rule forbids it.", quotes, basis="quote")

@@ -254,3 +254,47 @@ def test_a_playbook_reads_each_term_clause_and_question_once(repo_root):
     # 5 terms and the termination reader (the cap's reader is a term of the playbook already), 10 clauses and
     # 3 questions, each once
     assert len(layout.columns) == 6 + 10 + 3
+
+
+def test_an_end_tied_to_an_event_cannot_be_placed_in_a_date_window():
+    rule = _rule('term = "expiration_date"\nafter = 2021-06-30')
+    event = Cell(
+        "present", quotes=[_quote()], value=Value("date", "perpetual", "no fixed end: until the Royalty Term ends")
+    )
+    verdict = _judge(rule, event)
+    assert verdict.status == "needs_review" and "ends on an event" in verdict.reason
+
+
+def test_only_a_sure_reader_meets_a_required_clause():
+    read = Cell("present", quotes=[_quote("Either party may terminate this Agreement on 30 days' notice.")])
+    required = _rule('clause = "Termination for Convenience"\nrequired = true')
+    unsure = _judge(required, Cell("not_found"), reader=read)
+    assert unsure.status == "needs_review" and unsure.quotes[0].quote.startswith("Either party")
+    forbidden = _rule('clause = "Termination for Convenience"\nforbidden = true')
+    assert _judge(forbidden, Cell("not_found"), reader=read).status == "deviates"
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Without notification the contract will automatically extend for an additional month of service.",
+        "Unless earlier terminated in accordance with this paragraph 7, this Agreement shall continue indefinitely.",
+        "This Agreement shall remain in force until terminated by either party on thirty days' notice.",
+        "The parties may extend the term of this Agreement by mutual consent.",
+    ],
+)
+def test_a_contract_that_runs_on_speaks_of_a_notice_to_stop_it(sentence):
+    assert term_subject("notice_period").search(sentence)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("category", "sentence"),
+    [
+        ("Exclusivity", "Sabco will not accept as a sponsor any other company competitive with Prolong products."),
+        ("Exclusivity", "Distributor shall purchase the Products only from Supplier."),
+        ("Irrevocable or Perpetual License", "The licence continues for an indefinite period after the term."),
+        ("Most Favored Nation", "Prices shall be no less favorable than those given to any other customer."),
+    ],
+)
+def test_clause_words_are_found_however_the_clause_is_phrased(category, sentence):
+    assert clause_signature(category).search(sentence)  # type: ignore[union-attr]
