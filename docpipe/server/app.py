@@ -18,6 +18,7 @@ from docpipe.access.log import AccessLog
 from docpipe.access.matters import MatterStore
 from docpipe.access.scope import adopt_own_store
 from docpipe.errors import ConfigError, DependencyError, DocpipeError
+from docpipe.playbook.schema import MAX_PLAYBOOK_BYTES
 from docpipe.server.errors import BodyLimit, error_body, install_error_handlers, route_of, send_json
 from docpipe.server.housekeeping import Housekeeper
 from docpipe.server.jobs import JobRunner, JobStore
@@ -214,6 +215,7 @@ def _set_state(app: FastAPI, dp: DocPipe, options: ServeOptions, metrics: Metric
 def _add_middleware(app: FastAPI, options: ServeOptions) -> None:
     """Adds the body guard, the Host allow-list and the observer (the last added is the outermost)."""
     from docpipe.server.routers.collections import COLLECTION_UPLOAD_PATH
+    from docpipe.server.routers.review_jobs import CHECK_BODY_BYTES, CHECK_PATH
 
     ui_path = options.ui_path if options.ui else None
     app.add_middleware(
@@ -226,6 +228,13 @@ def _add_middleware(app: FastAPI, options: ServeOptions) -> None:
         min_bytes_per_s=options.body_min_bytes_per_s,
         batch_upload_path=COLLECTION_UPLOAD_PATH,
         batch_upload_bytes=options.max_batch_upload_bytes,
+        route_limits=(
+            (
+                CHECK_PATH,
+                CHECK_BODY_BYTES,
+                f"a playbook is at most {MAX_PLAYBOOK_BYTES // 1024} KiB of TOML: split it into several playbooks",
+            ),
+        ),
     )
     app.add_middleware(_TrustedHosts, allowed=options.allowed_host_names())
     # Added last = outermost: the observer sees the 400s of the host check and the 413s of the body guard.

@@ -217,7 +217,9 @@ class BodyLimit:
     - Type: a POST to `upload_path` must be application/pdf, .docx or multipart/form-data, else 415 before the body is
       read (a cross-site "simple request" with text/plain or a urlencoded form is refused). A POST to a path
       `batch_upload_path` matches (several PDFs into a collection) must be multipart/form-data, which gets
-      `batch_upload_bytes`, or application/json (ids), which gets `json_bytes`.
+      `batch_upload_bytes`, or application/json (ids), which gets `json_bytes`. A POST to a path of
+      `route_limits` (pattern, bytes, what the route takes) gets the smaller of its bytes and `json_bytes`, and a
+      413 saying what the route takes.
     - Time: after `grace_s` from the app's first read, the body must have come at `min_bytes_per_s` on average,
       else 408 and the connection is closed (a body trickled in to hold a connection open forever)."""
 
@@ -233,6 +235,7 @@ class BodyLimit:
         min_bytes_per_s: int = 16 * 1024,
         batch_upload_path: re.Pattern[str] | None = None,
         batch_upload_bytes: int = 0,
+        route_limits: tuple[tuple[re.Pattern[str], int, str], ...] = (),
     ) -> None:
         self.app = app
         self.upload_bytes = upload_bytes
@@ -240,6 +243,7 @@ class BodyLimit:
         self.upload_path = upload_path
         self.batch_upload_path = batch_upload_path
         self.batch_upload_bytes = batch_upload_bytes
+        self.route_limits = route_limits
         self.ui_prefix = ui_path.rstrip("/") + "/" if ui_path else None
         self.grace_s = grace_s
         self.min_bytes_per_s = min_bytes_per_s
@@ -275,6 +279,10 @@ class BodyLimit:
                 return
             if media == "multipart/form-data":
                 limit, flag = self.batch_upload_bytes, "--max-upload-mb"
+        takes = ""
+        for pattern, most, takes_what in self.route_limits if scope.get("method") == "POST" else ():
+            if pattern.fullmatch(path) and most < limit:
+                limit, takes = most, takes_what
         declared = headers.get(b"content-length")
         if declared is not None:
             try:
@@ -284,7 +292,7 @@ class BodyLimit:
                 return
             if size > limit:
                 scope["docpipe.error"] = "body_too_large"
-                await send_json(send, 413, error_body("body_too_large", _too_large(size, limit, flag)))
+                await send_json(send, 413, error_body("body_too_large", _too_large(size, limit, flag, takes)))
                 return
         received = 0
         first_read: float | None = None
@@ -310,7 +318,7 @@ class BodyLimit:
                 received += len(message.get("body", b""))
                 complete = not message.get("more_body", False)
                 if received > limit:
-                    raise BodyTooLarge(_too_large(None, limit, flag))
+                    raise BodyTooLarge(_too_large(None, limit, flag, takes))
             else:
                 complete = True
             return message
@@ -318,7 +326,10 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
-def _too_large(size: int | None, limit: int, flag: str) -> str:
+def _too_large(size: int | None, limit: int, flag: str, takes: str = "") -> str:
+    if takes:  # a route's own bound, which no server flag raises
+        what = f"the body is {size / 1024:,.0f} KiB" if size is not None else "the body is over the limit"
+        return f"{what}; this route takes at most {limit / 1024:,.0f} KiB: {takes}"
     what = f"the body is {size / 1048576:.1f} MB" if size is not None else "the body is over the limit"
     return (
         f"{what}; this server takes at most {limit / 1048576:.2f} MB here: send less (split the document or "

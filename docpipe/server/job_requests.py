@@ -1,13 +1,17 @@
-"""What a review or key-terms job is asked, checked before it is queued, and the grid columns it runs with.
+"""What a review, key-terms or playbook-check job is asked, checked before it is queued, and the grid columns it
+runs with.
 
 A job's request is plain JSON in its record (``job.json``): the review body's questions, checklist categories,
 typed ``columns`` (each as a columns file's ``[[column]]`` table says it), ``key_terms`` (true, or their ids),
-mode and layout, and its ``type``: ``review`` (``POST /v1/collections/{name}/review``) or ``terms`` (``POST
-/v1/collections/{name}/terms``: the key terms alone). `review_request` and `terms_request` check a body and
-return that request; `job_columns` turns a stored request's ``columns`` back into grid columns, through the
-same check (`docpipe.terms.columns.column_from_table`), when the job runs or resumes.
+mode and layout, and its ``type``: ``review`` (``POST /v1/collections/{name}/review``), ``terms`` (``POST
+/v1/collections/{name}/terms``: the key terms alone) or ``check`` (``POST /v1/collections/{name}/check``: a
+playbook's TOML text, its name, SHA-256 and number of rules). `review_request`, `terms_request` and
+`check_request` check a body and return that request; `job_columns` turns a stored request's ``columns`` back
+into grid columns, through the same check (`docpipe.terms.columns.column_from_table`), when the job runs or
+resumes.
 
-Every refusal is a `ConfigError` (answered 422) that names the field and the fix. The limits are the server's:
+Every refusal is a `ConfigError` (answered 422) that names the field and the fix (a playbook's: the line, the
+rule and the fix, as `docpipe.playbook.parse_playbook` says them). The limits are the server's:
 at most `MAX_COLUMNS` columns in all, each question and header under the server's ``max_question_chars``, a
 choice column at most `MAX_OPTIONS` options of at most `MAX_OPTION_CHARS` characters each.
 """
@@ -17,15 +21,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from docpipe.errors import ConfigError
+from docpipe.playbook import Playbook, parse_playbook
 from docpipe.review.run import MAX_COLUMNS, columns_for
 from docpipe.terms.columns import column_from_table, parse_question
 
 if TYPE_CHECKING:
     from docpipe.cells import Column
     from docpipe.server.options import ServeOptions
-    from docpipe.server.review_models import ColumnSpec, ReviewRequest, TermsRequest
+    from docpipe.server.review_models import CheckRequest, ColumnSpec, ReviewRequest, TermsRequest
 
-__all__ = ["MAX_OPTIONS", "MAX_OPTION_CHARS", "job_columns", "question_texts", "review_request", "terms_request"]
+__all__ = [
+    "MAX_OPTIONS",
+    "MAX_OPTION_CHARS",
+    "check_request",
+    "job_columns",
+    "question_texts",
+    "review_request",
+    "terms_request",
+]
 
 MAX_OPTIONS = 50  # a choice column's options: a reviewer picks among a few, not a list of everything
 MAX_OPTION_CHARS = 200
@@ -84,6 +97,29 @@ def terms_request(body: TermsRequest) -> dict[str, Any]:
     return {"type": "terms", "key_terms": terms, "mode": body.mode, "layout": None}
 
 
+def check_request(options: ServeOptions, body: CheckRequest) -> tuple[dict[str, Any], Playbook]:
+    """Returns the job request of a playbook check and its playbook, parsed and checked (the size is the
+    route's to check first); a question rule's question over the server's ``max_question_chars`` is refused as a
+    review's is."""
+    playbook = parse_playbook(body.playbook, source="playbook")
+    for rule in playbook.rules:
+        if len(rule.question) > options.max_question_chars:
+            raise ConfigError(
+                f"playbook: rule {rule.id!r}: the question is {len(rule.question)} characters long; keep it under "
+                f"{options.max_question_chars}"
+            )
+    request = {
+        "type": "check",
+        "playbook": body.playbook,
+        "playbook_name": playbook.name,
+        "playbook_sha256": playbook.sha256,
+        "rules": len(playbook.rules),
+        "mode": body.mode,
+        "layout": None,
+    }
+    return request, playbook
+
+
 def job_columns(request: dict[str, Any]) -> list[Column]:
     """Returns the typed columns of a stored job request (its ``columns``), checked again."""
     return [column_from_table(spec, where=f"columns[{n}]") for n, spec in enumerate(request.get("columns") or [])]
@@ -91,7 +127,7 @@ def job_columns(request: dict[str, Any]) -> list[Column]:
 
 def question_texts(request: dict[str, Any]) -> list[str]:
     """Returns what a job asks in words, for the access log (which keeps their hashes): its questions and the
-    questions of its typed columns."""
+    questions of its typed columns (a check's are its playbook's question rules: `check_request` gives them)."""
     asked = list(request.get("questions") or [])
     return asked + [str(spec["question"]) for spec in request.get("columns") or [] if spec.get("question")]
 

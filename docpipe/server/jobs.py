@@ -1,9 +1,10 @@
 """Review jobs: a review grid over a collection, run in the background by `docpipe serve`, one at a time.
 
 A job is a JSON record under ``<home>/jobs/<job id>/job.json`` (folders 0700, files 0600, written atomically),
-with its grid beside it as ``grid.json`` once done. The record holds the request (collection, matter, its type:
-``review`` or ``terms``, the key-terms table; questions, checklist categories, typed columns, key terms, mode,
-layout: `docpipe.server.job_requests`), who started it (user and key id, never a secret), its state
+with its result beside it once done: ``grid.json``, or ``report.json`` for a playbook check. The record holds the
+request (collection, matter, its type: ``review``, ``terms`` (the key-terms table) or ``check`` (a playbook held
+against the collection, its TOML text kept to run again); questions, checklist categories, typed columns, key
+terms, mode, layout: `docpipe.server.job_requests`), who started it (user and key id, never a secret), its state
 (``queued`` -> ``running`` -> ``done`` / ``failed`` / ``cancelled``), its progress (cells done, total, from
 the cell cache, failed; written at most every second while it runs), its times, and what went wrong.
 
@@ -15,47 +16,37 @@ The password of an encrypted PDF is held in memory for the run only and never wr
 after a restart runs without it, its record says so, and the rows that need it fail saying how to fill them
 (post the review again with the password: every other cell comes from the cache).
 
->>> import tempfile; store = JobStore(Path(tempfile.mkdtemp()))
->>> job = Job.new(matter="deal-x", collection="room", user="alice", key_id="k1", request={"questions": ["Law?"]})
->>> store.save(job); store.load(job.id).state, store.load("../../etc/passwd")
-('queued', None)
+The records and results are kept by `docpipe.server.job_store.JobStore`; this module runs them.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import re
-import secrets
-import shutil
 import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from docpipe.errors import DocpipeError, StoreError
+from docpipe.errors import DocpipeError
+from docpipe.playbook import PlaybookReport, parse_playbook
 from docpipe.review import ReviewCancelled, ReviewGrid, ReviewProgress
 from docpipe.server.job_requests import job_columns
-from docpipe.storage.sealing import Sealer, open_blob, seal_blob
-from docpipe.storage.store import atomic_write, make_private_dir
+from docpipe.server.job_store import JOB_ID, JOB_STATES, UNFINISHED, Job, JobStore
+from docpipe.storage.store import make_private_dir
 
 if TYPE_CHECKING:
+    from docpipe.collection.handle import Collection
     from docpipe.pipeline import DocPipe
 
+# Job, JobStore and the id's form are `docpipe.server.job_store`'s, named here too: the runner's callers use them.
 __all__ = ["JOB_ID", "JOB_STATES", "MAX_UNFINISHED_PER_USER", "Job", "JobRunner", "JobStore", "TooManyJobs"]
 
 logger = logging.getLogger(__name__)
 
-#: A job id: 32 lowercase hex digits (128 random bits). Anything else names no job and touches no file.
-JOB_ID = re.compile(r"[0-9a-f]{32}")
-JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
-UNFINISHED = ("queued", "running")
 MAX_UNFINISHED_PER_USER = 4  # a user's jobs queued or running at once; more are refused (429)
-_RECORD_FORMAT = 1
 _MAX_FAILURES = 200  # failure lines kept in the record (the grid has every failed cell)
 # The library's fix for a missing password names the CLI and Python; over HTTP it is the review's body.
 _CLI_PASSWORD_FIX = "pass the password (--password on the command line, password= in Python)"
@@ -64,178 +55,6 @@ _HTTP_PASSWORD_FIX = 'send its password ("password" in the JSON body of POST /v1
 
 class TooManyJobs(Exception):
     """The user has as many unfinished jobs as the server allows (answered 429)."""
-
-
-@dataclass(slots=True)
-class Job:
-    """One review job's record (see the module docstring); `to_dict` is what ``job.json`` holds."""
-
-    id: str
-    matter: str
-    collection: str
-    user: str
-    key_id: str
-    request: dict[str, Any]
-    state: str = "queued"
-    progress: dict[str, int] = field(default_factory=lambda: {"done": 0, "total": 0, "cached": 0, "failed": 0})
-    created: float = 0.0
-    started: float | None = None
-    finished: float | None = None
-    error: str | None = None
-    notice: str | None = None
-    failures: list[str] = field(default_factory=list)
-    summary: dict[str, Any] | None = None
-    cancel_requested: bool = False
-    resumed: int = 0  # how many times a server start took it up again
-
-    @classmethod
-    def new(cls, *, matter: str, collection: str, user: str, key_id: str, request: dict[str, Any]) -> Job:
-        """Returns a queued job with a fresh random id."""
-        return cls(secrets.token_hex(16), matter, collection, user, key_id, dict(request), created=time.time())
-
-    @property
-    def finished_state(self) -> bool:
-        return self.state not in UNFINISHED
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"record_format": _RECORD_FORMAT, **asdict(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Job:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
-
-class JobStore:
-    """Returns and keeps job records and their grids under `root` (``<home>/jobs``), sealed with the store
-    key when there is one (a grid quotes the contracts; a record holds the questions)."""
-
-    def __init__(self, root: Path, *, sealer: Sealer | None = None) -> None:
-        self.root = Path(root)
-        self.sealer = sealer
-        # Jobs deleted while their runner still held them: never written again (a late save would bring back
-        # a grid that quotes a deleted document or matter).
-        self._deleted: set[str] = set()
-
-    def _write(self, job_id: str, name: str, data: bytes) -> None:
-        atomic_write(self.root / job_id / name, seal_blob(data, f"jobs/{job_id}/{name}", self.sealer))
-
-    def _read(self, job_id: str, name: str) -> bytes:
-        return open_blob((self.root / job_id / name).read_bytes(), f"jobs/{job_id}/{name}", self.sealer)
-
-    def _folder(self, job_id: str) -> Path | None:
-        if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
-            return None
-        return self.root / job_id
-
-    def save(self, job: Job) -> None:
-        """Writes the job's record (atomically; 0600 in a 0700 folder); nothing for a deleted job."""
-        folder = self._folder(job.id)
-        if folder is None:
-            raise StoreError("a job id is 32 lowercase hex digits")
-        if job.id in self._deleted:
-            return
-        try:
-            self._write(job.id, "job.json", json.dumps(job.to_dict(), ensure_ascii=False).encode())
-        except OSError as exc:
-            raise StoreError(
-                f"cannot write the review job's record ({exc.strerror}): free disk space or make the store writable",
-                path=str(folder),
-            ) from exc
-
-    def load(self, job_id: str) -> Job | None:
-        """Returns the job, or None for an id that is malformed or names no job (nothing is read for the first)."""
-        folder = self._folder(job_id)
-        if folder is None:
-            return None
-        try:
-            data = json.loads(self._read(job_id, "job.json"))
-            job = Job.from_dict(data)
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, TypeError) as exc:
-            logger.warning("review job %s: unreadable record (%s)", job_id, exc)
-            return None
-        return job if job.id == job_id and job.state in JOB_STATES else None
-
-    def save_grid(self, job_id: str, grid: dict[str, Any]) -> None:
-        folder = self._folder(job_id)
-        if folder is None:
-            raise StoreError("a job id is 32 lowercase hex digits")
-        if job_id in self._deleted:
-            return
-        try:
-            self._write(job_id, "grid.json", json.dumps(grid, ensure_ascii=False).encode())
-        except OSError as exc:
-            raise StoreError(
-                f"cannot store the review grid ({exc.strerror}): free disk space or make the store writable",
-                path=str(folder),
-            ) from exc
-
-    def load_grid(self, job_id: str) -> ReviewGrid | None:
-        """Returns the finished job's grid, or None."""
-        folder = self._folder(job_id)
-        if folder is None:
-            return None
-        try:
-            return ReviewGrid.from_dict(json.loads(self._read(job_id, "grid.json")))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            logger.warning("review job %s: unreadable grid (%s)", job_id, exc)
-            return None
-
-    def jobs(self) -> list[Job]:
-        """Returns every job, oldest first."""
-        try:
-            names = [n for n in os.listdir(self.root) if JOB_ID.fullmatch(n)]
-        except FileNotFoundError:
-            return []
-        found = [job for job in (self.load(n) for n in names) if job is not None]
-        return sorted(found, key=lambda j: j.created)
-
-    def quotes(self, job_id: str, doc_id: str) -> bool:
-        """Returns True when the finished job's grid has a row for `doc_id` (so may quote it)."""
-        grid = self.load_grid(job_id)
-        return grid is not None and any(row.document_id == doc_id for row in grid.rows)
-
-    def forget(
-        self,
-        *,
-        matter: str | None = None,
-        document: str | None = None,
-        finished_before: float | None = None,
-        collection_holds: Any = None,
-    ) -> int:
-        """Deletes the jobs that match and returns how many: every job of `matter`; every job whose grid has a
-        row for `document` (an unfinished one: whose collection holds it, by `collection_holds(job)`); every
-        finished job that ended before `finished_before`. Their grids quote contracts: they go with them.
-        A job with a grid is matched to `document` by its rows; one without (queued, running, cancelled, failed)
-        by its collection."""
-        count = 0
-        for job in self.jobs():
-            if matter is not None and job.matter != matter:
-                continue
-            if document is not None:
-                has_grid = job.state == "done"
-                if has_grid and not self.quotes(job.id, document):
-                    continue
-                if not has_grid and not (collection_holds is not None and collection_holds(job)):
-                    continue
-            if finished_before is not None and (not job.finished_state or (job.finished or 0) >= finished_before):
-                continue
-            self.delete(job.id)
-            count += 1
-        return count
-
-    def delete(self, job_id: str) -> None:
-        folder = self._folder(job_id)
-        if folder is None:
-            return
-        self._deleted.add(job_id)
-        if folder.is_dir():
-            tomb = self.root / f".deleted-{job_id}-{uuid.uuid4().hex}"
-            os.rename(folder, tomb)
-            shutil.rmtree(tomb, ignore_errors=True)
 
 
 class JobRunner:
@@ -415,7 +234,6 @@ class JobRunner:
                 logger.exception("review job %s: unexpected failure", job.id)
 
     def _run(self, job: Job, cancel: threading.Event, password: str | None) -> None:
-        request = job.request
         last_save = time.monotonic()
 
         def progress(step: ReviewProgress) -> None:
@@ -433,20 +251,7 @@ class JobRunner:
                 raise _JobError(
                     f"collection {job.collection!r} is gone or empty: add documents to it and post the review again"
                 )
-            key_terms = request.get("key_terms") or False
-            grid = self.dp.review(
-                coll,
-                questions=request.get("questions") or None,
-                checklist=bool(request.get("checklist")),
-                categories=request.get("categories") or None,
-                columns=job_columns(request) or None,
-                key_terms=key_terms if isinstance(key_terms, bool) else list(key_terms),
-                mode=request.get("mode") or "think",
-                layout=request.get("layout"),
-                password=password,
-                progress=progress,
-                cancel=cancel,
-            )
+            result = self._compute(job, coll, password, progress, cancel)
         except ReviewCancelled:
             with self._cond:
                 if self._stopping and not job.cancel_requested:
@@ -474,6 +279,10 @@ class JobRunner:
                 job.error = f"unexpected server error (reference {reference}): see the server log"
                 self._finish(job, "failed")
             return
+        if isinstance(result, PlaybookReport):
+            self._done_check(job, result)
+            return
+        grid = result
         self._clean(grid, job)
         self.store.save_grid(job.id, grid.to_dict())
         summary = grid.summary()
@@ -489,11 +298,64 @@ class JobRunner:
             self._finish(job, "done")
         logger.info("review job %s: done (%d cells, %d failed)", job.id, summary["cells"], summary["failed"])
 
+    def _compute(
+        self,
+        job: Job,
+        coll: Collection,
+        password: str | None,
+        progress: Callable[[ReviewProgress], None],
+        cancel: threading.Event,
+    ) -> ReviewGrid | PlaybookReport:
+        """Returns the job's grid, or its report for a playbook check (the playbook read again from its text)."""
+        request = job.request
+        mode = request.get("mode") or "think"
+        if request.get("type") == "check":
+            playbook = parse_playbook(request["playbook"], source="playbook")
+            return self.dp.check(playbook, coll, mode=mode, password=password, progress=progress, cancel=cancel)
+        key_terms = request.get("key_terms") or False
+        return self.dp.review(
+            coll,
+            questions=request.get("questions") or None,
+            checklist=bool(request.get("checklist")),
+            categories=request.get("categories") or None,
+            columns=job_columns(request) or None,
+            key_terms=key_terms if isinstance(key_terms, bool) else list(key_terms),
+            mode=mode,
+            layout=request.get("layout"),
+            password=password,
+            progress=progress,
+            cancel=cancel,
+        )
+
+    def _done_check(self, job: Job, report: PlaybookReport) -> None:
+        """Keeps a check job's report (failure reasons as a client reads them) and ends the job: its progress
+        is its grid's (every cell reported, so the last step is the whole grid)."""
+        from dataclasses import replace
+
+        report.rows = [replace(r, error=self._client_text(r.error, job)) if r.error else r for r in report.rows]
+        report.verdicts = [
+            [replace(v, reason=self._client_text(v.reason, job)) for v in row] for row in report.verdicts
+        ]
+        self.store.save_report(job.id, report.to_dict())
+        with self._cond:
+            total = report.manifest.cells or job.progress["total"]
+            cached = len(report.manifest.cached_cells)
+            job.progress = {"done": total, "total": total, "cached": cached, "failed": job.progress["failed"]}
+            job.failures = [f"{row.name}: {row.error}" for row in report.rows if row.error][:_MAX_FAILURES]
+            job.summary = {
+                "contracts": len(report.rows),
+                "rules": len(report.playbook.rules),
+                "verdicts": report.counts(),
+                "text": report.summary_text(),
+            }
+            self._finish(job, "done")
+        logger.info("review job %s: playbook check done (%d contracts)", job.id, len(report.rows))
+
     def _client_text(self, text: str, job: Job) -> str:
         """Returns a failure reason as a client may read it: no server folder in it, the password's fix in
         HTTP terms."""
         text = text.replace(str(self.dp.store.root), "the server's store")
-        route = "terms" if job.request.get("type") == "terms" else "review"
+        route = {"terms": "terms", "check": "check"}.get(job.request.get("type", ""), "review")
         fix = _HTTP_PASSWORD_FIX.replace("{name}", job.collection).replace("{route}", route)
         return text.replace(_CLI_PASSWORD_FIX, fix)
 

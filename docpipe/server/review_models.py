@@ -1,5 +1,5 @@
 """The request and response models of the review-job routes (`docpipe.server.routers.review_jobs`): review
-grids, their typed columns, and the key-terms table."""
+grids, their typed columns, the key-terms table and playbook checks."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
+from docpipe.playbook.schema import MAX_PLAYBOOK_BYTES, MAX_RULES
 from docpipe.server.models import Mode, check_unicode
 from docpipe.terms.catalog import KEY_TERMS
 
-__all__ = ["ColumnSpec", "JobList", "JobOut", "JobProgress", "ReviewRequest", "TermsRequest"]
+__all__ = ["CheckRequest", "ColumnSpec", "JobList", "JobOut", "JobProgress", "ReviewRequest", "TermsRequest"]
 
 
 class ColumnSpec(BaseModel):
@@ -99,6 +100,30 @@ class TermsRequest(BaseModel):
         return self
 
 
+class CheckRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    playbook: str = Field(
+        description=f"The playbook: the TOML text of a playbook file (docs/playbook.md), at most "
+        f"{MAX_PLAYBOOK_BYTES // 1024} KiB and {MAX_RULES} rules. Checked before the job is queued: a problem is "
+        "a 422 naming the line, the rule and the fix.",
+        examples=[
+            '[playbook]\nname = "Commercial contracts"\n\n[[rule]]\nid = "governing-law"\ntitle = "Governed by '
+            'an approved law"\nseverity = "high"\nterm = "governing_law"\nallowed = ["New York", "Delaware"]\n'
+        ],
+    )
+    mode: Mode = Field("think", description="Thinking mode of the cells, with a language model (default think).")
+    password: str | None = Field(
+        None,
+        description="The password of encrypted PDFs in the collection. Held in memory for this run only, never stored.",
+    )
+
+    @model_validator(mode="after")
+    def _valid_unicode(self) -> CheckRequest:
+        check_unicode(self)
+        return self
+
+
 class JobProgress(BaseModel):
     done: int = Field(description="Cells finished (from the cache or computed; failed ones included).")
     total: int = Field(description="Cells of the grid (documents x columns); 0 until the job starts.")
@@ -116,8 +141,9 @@ class JobOut(BaseModel):
     progress: JobProgress
     user: str = Field(description="Who started it.")
     request: dict[str, Any] = Field(
-        description="What was asked: type (review or terms), questions, checklist, categories, columns, key_terms, "
-        "mode, layout, password_given."
+        description="What was asked: type (review, terms or check), questions, checklist, categories, columns, "
+        "key_terms, mode, layout, password_given; a check's playbook_name, playbook_sha256 and rules (its TOML "
+        "text is in the report)."
     )
     created: float = Field(description="When it was posted (Unix time).")
     started: float | None = Field(None, description="When it last started running (Unix time).")
@@ -129,7 +155,11 @@ class JobOut(BaseModel):
     failures: list[str] = Field(
         default_factory=list, description="When done: one line per failed document, or per failed cell."
     )
-    summary: dict[str, Any] | None = Field(None, description="When done: the grid's counts by status.")
+    summary: dict[str, Any] | None = Field(
+        None,
+        description="When done: the grid's counts by status; a check's contracts, rules, verdicts (count of each) "
+        "and text (its one-line summary).",
+    )
     message: str | None = Field(None, description="What the request did (cancel).")
     grid: dict[str, Any] | None = Field(
         None,
@@ -137,10 +167,17 @@ class JobOut(BaseModel):
         "manifest). GET /v1/jobs/{id}/grid?format=xlsx|csv|md|json downloads it; GET /v1/jobs/{id}/deadlines.ics "
         "its deadlines.",
     )
+    report: dict[str, Any] | None = Field(
+        None,
+        description="When a check is done: its report (the playbook with its text, the summary per rule, every "
+        "contract worst first with its verdict per rule: meets, deviates, missing or needs_review, the reason and "
+        "the quotes it rests on; the manifest of the grid read). GET /v1/jobs/{id}/report?format=xlsx|csv|md|json "
+        "downloads it.",
+    )
 
 
 class JobList(BaseModel):
     matter: str
     jobs: list[JobOut] = Field(
-        description="The matter's review and key-terms jobs, newest first (without their grids)."
+        description="The matter's review, key-terms and check jobs, newest first (without their grids or reports)."
     )

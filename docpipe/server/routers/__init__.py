@@ -5,8 +5,9 @@ order. A route gets the pipeline, the stores and the caller in a matter through 
 - `service`: ``GET /metrics`` (guarded) and ``GET /v1/health``
 - `collections`: ``/v1/collections``, their documents, search and ask
 - `openai`: ``GET /v1/models`` and ``POST /v1/chat/completions``, for OpenAI clients
-- `review_jobs`: review grids and key-terms tables run in the background, ``/v1/collections/{name}/review``,
-  ``/v1/collections/{name}/terms`` and ``/v1/jobs`` (downloads, the deadlines' iCalendar file)
+- `review_jobs`: review grids, key-terms tables and playbook checks run in the background,
+  ``/v1/collections/{name}/review``, ``/terms``, ``/check`` and ``/v1/jobs`` (downloads of grids and reports, the
+  deadlines' iCalendar file)
 - `matters`: ``/v1/matters``
 - `documents`: ``/v1/documents``, ask and analyze, the stored ``/v1/answers`` and ``/v1/reports``
 - `marks`: ``/v1/marks``, reviewers' marks on grid cells

@@ -4,14 +4,19 @@
     POST   /v1/collections/{name}/review   {"questions": [...], "checklist", "categories", "columns", "key_terms",
                                             "mode", "layout"} -> 202, the queued job and its URL (write)
     POST   /v1/collections/{name}/terms    {"terms": [...], "mode"}: the key-terms table -> 202, the job (write)
+    POST   /v1/collections/{name}/check    {"playbook": "<TOML>", "mode"}: a playbook check -> 202, the job (write)
     GET    /v1/jobs                        the matter's jobs, newest first
-    GET    /v1/jobs/{id}                   state, progress, failures; when done, the grid (JSON)
+    GET    /v1/jobs/{id}                   state, progress, failures; when done, the grid or the report (JSON)
     GET    /v1/jobs/{id}/grid?format=      the grid as xlsx, csv, md or json (a download)
+    GET    /v1/jobs/{id}/report?format=    a check's report as xlsx, csv, md or json (a download)
     GET    /v1/jobs/{id}/deadlines.ics     the grid's expirations and notice deadlines as an iCalendar file
     DELETE /v1/jobs/{id}                   cancels a queued or running job (write)
 
-Both kinds of job are one kind of record, run by one runner: a key-terms job is a review whose columns are the
-key terms (its request's ``type`` says which route made it), per matter, resumed from the cell cache.
+The three kinds of job are one kind of record, run by one runner: a key-terms job is a review whose columns are
+the key terms, a check a review of the columns its playbook's rules read, judged rule by rule into a report (its
+request's ``type`` says which route made it); each per matter, resumed from the cell cache. A check's playbook is
+parsed and checked before the job is queued (a problem is a 422 naming the line, the rule and the fix), and its
+body is bounded before it is read (`CHECK_BODY_BYTES`, applied by the body guard on `CHECK_PATH`).
 
 A job belongs to the matter of the collection it reviews: a key without a grant on that matter gets 404 for
 it, exactly as for an id no job has; reading needs the read role, starting and cancelling write. A job id is
@@ -27,6 +32,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from starlette.exceptions import HTTPException
 
 from docpipe.errors import InputError, PasswordRequiredError
+from docpipe.playbook.schema import MAX_PLAYBOOK_BYTES
 from docpipe.review.review import with_marks
 from docpipe.server.access import Caller
 from docpipe.server.deps import (
@@ -42,20 +48,30 @@ from docpipe.server.deps import (
     open_collection,
 )
 from docpipe.server.errors import error_response
-from docpipe.server.job_requests import question_texts, review_request, terms_request
+from docpipe.server.job_requests import check_request, question_texts, review_request, terms_request
 from docpipe.server.jobs import Job, JobRunner, TooManyJobs
 from docpipe.server.models import ERROR_RESPONSES
-from docpipe.server.review_models import JobList, JobOut, ReviewRequest, TermsRequest
+from docpipe.server.review_models import CheckRequest, JobList, JobOut, ReviewRequest, TermsRequest
 from docpipe.terms.calendar import DEFAULT_REMIND_DAYS, deadlines_ics
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from docpipe.access.log import AccessLog
     from docpipe.access.matters import MatterStore
+    from docpipe.cells import Row
     from docpipe.collection.handle import Collection
     from docpipe.pipeline import DocPipe
+    from docpipe.playbook import PlaybookReport
     from docpipe.review import ReviewGrid
 
-__all__ = ["router"]
+__all__ = ["CHECK_BODY_BYTES", "CHECK_PATH", "router"]
+
+#: The playbook-check route, whose body the body guard bounds by `CHECK_BODY_BYTES` before it is read.
+CHECK_PATH = re.compile(r"/v1/collections/[^/]+/check/?")
+#: The most a playbook of `MAX_PLAYBOOK_BYTES` takes as a JSON body: three times its size (a two-byte UTF-8
+#: character escaped as \uXXXX is six bytes) and room for the other fields.
+CHECK_BODY_BYTES = 3 * MAX_PLAYBOOK_BYTES + 16 * 1024
 
 GridFormat = Literal["xlsx", "csv", "md", "json"]
 _MEDIA = {
@@ -84,19 +100,31 @@ def _find(runner: JobRunner, who: Caller, job_id: str) -> Job:
     return job
 
 
-def _out(runner: JobRunner, job: Job, *, grid: ReviewGrid | None = None, message: str | None = None) -> dict[str, Any]:
+def _out(
+    runner: JobRunner,
+    job: Job,
+    *,
+    grid: ReviewGrid | None = None,
+    report: PlaybookReport | None = None,
+    message: str | None = None,
+) -> dict[str, Any]:
     body = {k: v for k, v in job.to_dict().items() if k in JobOut.model_fields}
+    # A playbook's text (up to 256 KiB) stays out of every listing: the report carries it.
+    body["request"] = {k: v for k, v in job.request.items() if k != "playbook"}
     body.update(url=f"/v1/jobs/{job.id}", position=runner.position(job.id), message=message)
     body["grid"] = grid.to_dict() if grid is not None else None
+    body["report"] = report.to_dict() if report is not None else None
     return body
 
 
-def _open_grid_documents(
-    dp: DocPipe, matters: MatterStore, who: Caller, grid: ReviewGrid, password: str | None
-) -> None:
-    """An encrypted PDF's cells quote its text: reading them needs what its text needs (a key that proved
-    the password, or the password)."""
-    for row in grid.rows:
+def _is_check(job: Job) -> bool:
+    return job.request.get("type") == "check"
+
+
+def _open_documents(dp: DocPipe, matters: MatterStore, who: Caller, rows: Sequence[Row], password: str | None) -> None:
+    """An encrypted PDF's cells and verdicts quote its text: reading them needs what its text needs (a key that
+    proved the password, or the password)."""
+    for row in rows:
         record = matters.get(who.matter, row.document_id) if row.document_id else None
         if record is None or not record.encrypted:
             continue
@@ -116,16 +144,24 @@ def _submit(
     password: str | None,
     audit: AccessLog,
     runner: JobRunner,
+    questions: list[str] | None = None,
 ) -> Any:
-    """Queues the job `asked` of the collection; returns it (202, with its URL), or 429 past the user's limit."""
+    """Queues the job `asked` of the collection; returns it (202, with its URL), or 429 past the user's limit.
+    The access log keeps the hashes of `questions` (by default what `asked` asks in words)."""
     if not len(coll):
         raise InputError(
             f"collection {coll.name} has no documents: add some (POST /v1/collections/{coll.name}/documents)"
         )
     job = Job.new(matter=who.matter, collection=coll.name, user=who.user, key_id=who.key_id, request=asked)
-    action = "terms_start" if asked["type"] == "terms" else "review_start"
+    action = f"{asked['type']}_start"  # review_start, terms_start, check_start
     try:
-        with logged(audit, who, action, questions=question_texts(asked), detail=f"collection {coll.name} job {job.id}"):
+        with logged(
+            audit,
+            who,
+            action,
+            questions=question_texts(asked) if questions is None else questions,
+            detail=f"collection {coll.name} job {job.id}",
+        ):
             job = runner.submit(job, password=password)
     except TooManyJobs as exc:
         return error_response(request, 429, "too_many_jobs", str(exc), {"Retry-After": "30"})
@@ -189,6 +225,44 @@ def start_terms(
     return _submit(request, response, who, coll, asked, body.password, audit, runner)
 
 
+@router.post(
+    "/collections/{name}/check",
+    response_model=JobOut,
+    status_code=202,
+    summary="Start a playbook check",
+    responses={
+        **_TOO_MANY,
+        413: {"description": "The playbook is over 256 KiB (or the body over what such a playbook takes)"},
+    },
+)
+def start_check(
+    name: str,
+    body: CheckRequest,
+    request: Request,
+    response: Response,
+    who: Writer,
+    dp: DocPipeDep,
+    audit: AuditDep,
+    runner: JobsDep,
+    options: OptionsDep,
+) -> Any:
+    """Queues a playbook check of the collection: the playbook (TOML) is parsed and checked first (a problem is a
+    422 naming the line, the rule and the fix), then one review grid reads what its rules need and each rule is
+    judged on each contract: meets, deviates, missing or needs review, with the quotes it rests on. Returns the
+    job (202) at once; GET its URL for progress and, when done, the report; GET its /report to download it."""
+    size = len(body.playbook.encode("utf-8", "surrogatepass"))
+    if size > MAX_PLAYBOOK_BYTES:  # before the TOML parser sees it
+        raise HTTPException(
+            413,
+            detail=f"the playbook is {size:,} bytes; a playbook is at most {MAX_PLAYBOOK_BYTES:,} bytes "
+            f"({MAX_PLAYBOOK_BYTES // 1024} KiB): split it into several playbooks",
+        )
+    coll = open_collection(dp, who, name)
+    asked, playbook = check_request(options, body)
+    questions = [rule.question for rule in playbook.rules if rule.question]
+    return _submit(request, response, who, coll, asked, body.password, audit, runner, questions)
+
+
 @router.get("/jobs", response_model=JobList, summary="The matter's review jobs")
 def list_jobs(who: Reader, audit: AuditDep, runner: JobsDep) -> dict[str, Any]:
     """Returns the review jobs of the matter, newest first, without their grids."""
@@ -208,13 +282,20 @@ def get_job(
     x_document_password: str | None = Header(None, description=_PASSWORD_HEADER),
 ) -> dict[str, Any]:
     """Returns the job's state and progress (cells done of total, from the cache, failed); when done, its
-    failures and the whole grid."""
+    failures and the whole grid, or a check's report."""
     job = _find(runner, who, job_id)
+    if _is_check(job):
+        report = runner.store.load_report(job.id) if job.state == "done" else None
+        if report is None:
+            return _out(runner, job)
+        with logged(audit, who, "read_check", detail=f"collection {job.collection} job {job.id}"):
+            _open_documents(dp, matters, who, report.rows, x_document_password)
+        return _out(runner, job, report=report)
     grid = runner.store.load_grid(job.id) if job.state == "done" else None
     if grid is None:
         return _out(runner, job)
     with logged(audit, who, "read_review", detail=f"collection {job.collection} job {job.id}"):
-        _open_grid_documents(dp, matters, who, grid, x_document_password)
+        _open_documents(dp, matters, who, grid.rows, x_document_password)
         with_marks(grid, dp.store, who.matter)
     return _out(runner, job, grid=grid)
 
@@ -240,13 +321,15 @@ def download_grid(
     x_document_password: str | None = Header(None, description=_PASSWORD_HEADER),
 ) -> Response:
     """Returns the finished grid as a file: Excel (a sheet of cells, one of citations, the manifest), CSV,
-    Markdown or JSON."""
+    Markdown or JSON. A playbook check has a report instead (GET /v1/jobs/{id}/report)."""
     job = _find(runner, who, job_id)
+    if _is_check(job):
+        return _no_grid(request, job)
     grid = runner.store.load_grid(job.id) if job.state == "done" else None
     if grid is None:
         return _not_done(request, job)
     with logged(audit, who, "download_review", detail=f"collection {job.collection} job {job.id} {format}"):
-        _open_grid_documents(dp, matters, who, grid, x_document_password)
+        _open_documents(dp, matters, who, grid.rows, x_document_password)
         with_marks(grid, dp.store, who.matter)  # the marks as they are now, made after the job too
         if format == "xlsx":
             data: bytes = grid.to_xlsx()
@@ -256,6 +339,58 @@ def download_grid(
             data = grid.to_markdown().encode()
         else:
             data = grid.to_json().encode()
+    return _download(data, _MEDIA[format], f"{_stem(job)}.{format}")
+
+
+@router.get(
+    "/jobs/{job_id}/report",
+    summary="Download a playbook check's report",
+    response_class=Response,
+    responses={
+        200: {"content": {m.split(";")[0]: {} for m in _MEDIA.values()}, "description": "The report"},
+        **_NOT_DONE,
+    },
+)
+def download_report(
+    job_id: str,
+    request: Request,
+    who: Reader,
+    dp: DocPipeDep,
+    matters: MattersDep,
+    audit: AuditDep,
+    runner: JobsDep,
+    format: GridFormat = Query(
+        "xlsx",
+        description="xlsx (Summary, Verdicts, Citations, Playbook sheets), csv (a row per contract and "
+        "rule), md, json (the report as GET /v1/jobs/{id} carries it).",
+    ),
+    x_document_password: str | None = Header(None, description=_PASSWORD_HEADER),
+) -> Response:
+    """Returns a finished playbook check's report as a file: Excel (the summary per rule, the verdict of every
+    contract and rule, worst contracts first, the citations, the playbook), CSV, Markdown or JSON."""
+    job = _find(runner, who, job_id)
+    if not _is_check(job):
+        kind = job.request.get("type") or "review"
+        return error_response(
+            request,
+            409,
+            "no_report",
+            f"job {job.id} is a {kind} job: only a playbook check has a report; its grid downloads from "
+            f"GET /v1/jobs/{job.id}/grid",
+        )
+    report = runner.store.load_report(job.id) if job.state == "done" else None
+    if report is None:
+        return _not_done(request, job)
+    with logged(audit, who, "download_check", detail=f"collection {job.collection} job {job.id} {format}"):
+        _open_documents(dp, matters, who, report.rows, x_document_password)
+        if format == "xlsx":
+            data: bytes = report.to_xlsx()
+        elif format == "csv":
+            data = report.to_csv().encode()
+        elif format == "md":
+            data = report.to_markdown().encode()
+        else:
+            data = report.to_json().encode()
     return _download(data, _MEDIA[format], f"{_stem(job)}.{format}")
 
 
@@ -283,11 +418,13 @@ def download_deadlines(
     describing the quotes the date was read from. Its cells that name no whole day are left out; a grid without
     deadline columns gives an empty calendar."""
     job = _find(runner, who, job_id)
+    if _is_check(job):
+        return _no_grid(request, job)
     grid = runner.store.load_grid(job.id) if job.state == "done" else None
     if grid is None:
         return _not_done(request, job)
     with logged(audit, who, "download_deadlines", detail=f"collection {job.collection} job {job.id}"):
-        _open_grid_documents(dp, matters, who, grid, x_document_password)
+        _open_documents(dp, matters, who, grid.rows, x_document_password)
         data = deadlines_ics(grid, remind_days=remind_days)
     return _download(data, _ICS_MEDIA, f"{_stem(job, 'deadlines')}.ics")
 
@@ -298,14 +435,28 @@ def _not_done(request: Request, job: Job) -> Response:
         409,
         "not_done",
         f"review job {job.id} is {job.state} ({job.progress['done']} of {job.progress['total']} cells): "
-        + ("GET it again when its state is done" if job.state in ("queued", "running") else "it has no grid"),
+        + (
+            "GET it again when its state is done"
+            if job.state in ("queued", "running")
+            else f"it has no {'report' if _is_check(job) else 'grid'}"
+        ),
+    )
+
+
+def _no_grid(request: Request, job: Job) -> Response:
+    return error_response(
+        request,
+        409,
+        "no_grid",
+        f"job {job.id} is a playbook check: it has a report, not a grid; download it from "
+        f"GET /v1/jobs/{job.id}/report?format=xlsx|csv|md|json",
     )
 
 
 def _stem(job: Job, what: str | None = None) -> str:
     """Returns a download's name without its suffix: ``<what>-<collection>-<id>``, `what` by default the job's
-    type (``review``, or ``terms`` for key terms)."""
-    what = what or ("terms" if job.request.get("type") == "terms" else "review")
+    type (``review``, ``terms`` for key terms, ``check`` for a playbook check)."""
+    what = what or str(job.request.get("type") or "review")
     return f"{what}-{_UNSAFE.sub('_', job.collection)[:60]}-{job.id[:8]}"
 
 
