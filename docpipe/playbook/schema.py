@@ -309,10 +309,12 @@ def _rule(table: Any, source: str, lines: list[str], first: int) -> Rule:
     where = f"{source}:{first + 1}"
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: a rule is a table of id, title, severity and what it tests")
+    named = f"rule {table['id']!r}: " if isinstance(table.get("id"), str) else ""
     for name in table:
         if name not in _RULE_FIELDS:
             raise ConfigError(
-                f"{source}:{_line_of(lines, name, first)}: unknown key {name!r} in a rule; use {', '.join(_RULE_FIELDS)}"
+                f"{source}:{_line_of(lines, name, first)}: {named}unknown key {name!r} in a rule; "
+                f"use {', '.join(_RULE_FIELDS)}"
             )
     rule_id = table.get("id")
     if not isinstance(rule_id, str) or not _ID.match(rule_id):

@@ -26,7 +26,7 @@ from docpipe.errors import DependencyError
 from docpipe.playbook.judge import VERDICT_LABELS
 from docpipe.review.pdfs import pdf_target
 from docpipe.review.xlsx import _bold_within, _table
-from docpipe.sheets import append_row, sheet_title, xml_text
+from docpipe.sheets import append_row, append_typed_row, sheet_title, xml_text
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -88,7 +88,7 @@ def report_workbook(report: Any, *, pdfs: Mapping[str, str] | None = None) -> by
         key=lambda pair: (_SEVERITY_ORDER[pair[0].severity], -pair[1]["deviating_share"], pair[0].id),
     )
     for rule, figures in per_rule:
-        number = append_row(
+        number = append_typed_row(
             summary,
             [
                 rule.id,
@@ -112,7 +112,7 @@ def report_workbook(report: Any, *, pdfs: Mapping[str, str] | None = None) -> by
         bad_rows = sum(any(report.verdicts[r][k].status in ("deviates", "missing") for k in ks) for r in order)
         deviating = sum(report.verdicts[r][k].status == "deviates" for r in order for k in ks)
         missing = sum(report.verdicts[r][k].status == "missing" for r in order for k in ks)
-        append_row(summary, [severity, bad_rows, deviating, missing])
+        append_typed_row(summary, [severity, bad_rows, deviating, missing])
 
     append_row(citations, _CITATION_FIELDS)
     first_row: dict[tuple[int, int], int] = {}

@@ -95,6 +95,9 @@ def test_a_collection_s_report_puts_the_worst_contract_first_in_every_format(wor
     assert grid.column_dimensions[grid.cell(row=1, column=grid.max_column).column_letter].hidden  # the hash
     summary = book["Summary"]
     assert summary["A2"].value in {r.id for r in _rules()} and summary["C2"].value == "high"
+    counts = [summary.cell(row=2, column=c).value for c in range(5, 9)]
+    assert all(isinstance(n, int) for n in counts) and sum(counts) == 2  # numbers a reviewer can sum
+    assert isinstance(summary["I2"].value, int | float) and summary["I2"].number_format == "0%"
     citations = book["Citations"]
     links = [c.hyperlink.target for c in citations["H"][1:] if c.hyperlink is not None]
     assert links and all(re.fullmatch(r"report-pdfs/[\w.-]+\.pdf#page=\d+", t) for t in links)
