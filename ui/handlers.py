@@ -262,10 +262,11 @@ class Workbench:
                         path, uploaded=self.demo.upload_file_set, upload_root=upload_root, max_bytes=self.max_bytes
                     )
                 except UploadRefused as exc:
-                    lines.append(describe_error(label, str(exc)))
+                    if isinstance(exc, UploadTooLarge):  # a real upload, of no use: it goes
+                        remove_upload(path, upload_root=upload_root)
+                    lines.append(describe_error(label, str(exc)))  # any other path may be anyone's file
                     continue
-                finally:
-                    remove_upload(path, upload_root=upload_root)
+                remove_upload(path, upload_root=upload_root)
                 target = folder / str(number) / label.encode()[:200].decode(errors="ignore")
                 target.parent.mkdir(mode=0o700)
                 target.write_bytes(data)

@@ -66,11 +66,14 @@ def read_upload(path: str, *, uploaded: set[str] | frozenset[str], upload_root: 
 
 
 def remove_upload(path: str, *, upload_root: str | Path) -> None:
-    """Deletes an upload Gradio stored (after `read_upload` accepted it), and its folder when that is empty."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
+    """Deletes an upload Gradio stored (after `read_upload` accepted it), and its folder when that is empty;
+    a path outside the upload folder is left alone, whoever names it."""
     parent = os.path.dirname(os.path.abspath(path))
     root = os.path.realpath(upload_root)
+    if os.path.commonpath([root, os.path.realpath(parent)]) != root:
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
     if os.path.realpath(parent) != root and os.path.commonpath([root, os.path.realpath(parent)]) == root:
         with contextlib.suppress(OSError):  # not empty: another upload with the same content is in it
             os.rmdir(parent)
