@@ -20,11 +20,12 @@ Mounted in a FastAPI app instead (as ``docpipe serve`` does), pass the same argu
 an API call was uploaded only for an app marked launched, and mounting never marks it.
 
 Modules: `app` (the layout and how it launches), `handlers` (the event handlers), `choices` (the limits and the
-picker values the tabs share), `render` (results as escaped HTML and table rows), `uploads` (reading only what Gradio's upload route stored), `access` (who sees what),
-`tabs` (the Upload, Ask, Batch and Contract analysis tabs), `review_tab` (the Data room tab; `review_layout` its
-components, `review_marks` the reviewer's marks on its cells), `terms_view` (its Key terms view), `dataroom` (what the two share) and `review_render` (their tables and cells), `pageview` (a
-page rendered with a quote marked, in a bounded child process), `progress` (an upload's progress bar: each
-file's ingestion stage).
+picker values the tabs share), `render` (results as escaped HTML and table rows), `uploads` (reading only what
+Gradio's upload route stored), `access` (who sees what), `tabs` (the Upload, Ask, Batch and Contract analysis tabs),
+`review_tab` (the Data room tab; `review_layout` its components, `review_marks` the reviewer's marks on its cells),
+`terms_view` (its Key terms view), `playbook_view` (its Playbook view; `playbook_render` its table and verdicts),
+`dataroom` (what the views share) and `review_render` (their tables and cells), `pageview` (a page rendered with a
+quote marked, in a bounded child process), `progress` (an upload's progress bar: each file's ingestion stage).
 
 Safety defaults: binds 127.0.0.1, optional basic auth (``--auth user:password`` or ``DOCPIPE_UI_AUTH``),
 uploads capped in size and pages, no ``allowed_paths`` (Gradio serves only its own upload cache) and

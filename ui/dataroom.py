@@ -1,7 +1,7 @@
 """What the Data room tab's views (the review grid, `docpipe.ui.review_tab`; the key terms,
-`docpipe.ui.terms_view`) share: the collection a user may read now, the session's finished grid checked again
-before a cell of it is opened, a quote's page with the quote marked, and a grid run in a worker thread whose
-table is redrawn as its cells finish."""
+`docpipe.ui.terms_view`; the playbook, `docpipe.ui.playbook_view`) share: the collection a user may read now,
+the session's finished grid checked again before a cell of it is opened, a quote's page with the quote marked,
+and a grid run in a worker thread whose table is redrawn as its cells finish."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import gradio as gr
 
@@ -26,20 +26,22 @@ __all__ = ["MAX_GRID_CELLS", "DataRoom", "streamed_review"]
 # Documents x columns of one grid run from the page; a bigger data room is a job for `docpipe review`.
 MAX_GRID_CELLS = 10_000
 
+T = TypeVar("T")  # what a run gives: a review grid, or a playbook report read from one
+
 
 def streamed_review(
-    review: Callable[..., ReviewGrid],
+    review: Callable[..., T],
     names: list[str],
     columns: list[str],
     *,
     skipped: int,
     interval: float,
     first: str = "Document",
-) -> Generator[tuple[Any, ...], None, tuple[ReviewGrid | None, BaseException | None]]:
+) -> Generator[tuple[Any, ...], None, tuple[T | None, BaseException | None]]:
     """Runs `review` in a worker thread, yielding the status line and the table as cells finish (at most every
-    `interval` seconds; the `skipped` other outputs left as they are); returns the grid, or None and the error
-    it raised. Closing the generator (the page went away, or Stop) cancels the grid between batches; cells done
-    stay cached."""
+    `interval` seconds; the `skipped` other outputs left as they are); returns what `review` returned (the
+    grid, or a playbook's report), or None and the error it raised. Closing the generator (the page went away,
+    or Stop) cancels the grid between batches; cells done stay cached."""
     events: queue.Queue[ReviewProgress | None] = queue.Queue()
     cancel = threading.Event()
     outcome: dict[str, Any] = {}
@@ -114,7 +116,14 @@ class DataRoom:
         matter: Any,
     ) -> tuple[Any, str]:
         """Returns the quote's page image and caption; the row's document must be in the collection."""
-        doc = coll.document(grid.rows[r].document_id, password=password or None)
+        return self.document_page(coll, grid.rows[r].document_id, quote, password, request, matter)
+
+    def document_page(
+        self, coll: Collection, document_id: str, quote: Citation, password: str | None, request: Any, matter: Any
+    ) -> tuple[Any, str]:
+        """Returns the page image and caption of `quote` in the document `document_id`, which must be in the
+        collection; the page view is written to the access log."""
+        doc = coll.document(document_id, password=password or None)
         view = show_citation(self.dp, doc, quote, password=password or None)
         self.access.record(request, matter, "page", doc.id)
         return view.image(), view.caption

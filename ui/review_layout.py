@@ -1,7 +1,7 @@
 """The Data room tab's layout (`docpipe.ui.review_tab` wires its events): the collection and the add, the
-password, and two views: the review grid (questions, the all-categories switch, the thinking mode, Run, the
-legend and the table, the downloads, the open cell with its mark and its page) and the key terms
-(`docpipe.ui.terms_view`)."""
+password, and three views: the review grid (questions, the all-categories switch, the thinking mode, Run, the
+legend and the table, the downloads, the open cell with its mark and its page), the key terms
+(`docpipe.ui.terms_view`) and the playbook (`docpipe.ui.playbook_view`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import gradio as gr
 
 from docpipe import CHECKLIST
 from docpipe.ui.choices import MAX_QUESTION_CHARS, MODES
+from docpipe.ui.playbook_view import PlaybookView
 from docpipe.ui.review_marks import MarksPanel
 from docpipe.ui.review_render import legend_html
 from docpipe.ui.terms_view import TermsView
@@ -59,6 +60,7 @@ class Parts:
     mark_clear: Any
     mark_result: Any
     terms: Any  # the Key terms view's components (`docpipe.ui.terms_view`)
+    playbook: Any  # the Playbook view's components (`docpipe.ui.playbook_view`)
 
 
 def layout() -> Parts:
@@ -95,6 +97,8 @@ def layout() -> Parts:
                 grid = grid_layout()
             with gr.Tab("Key terms", id="dr-terms-view"):
                 terms = TermsView.layout()
+            with gr.Tab("Playbook", id="dr-playbook-view"):
+                playbook = PlaybookView.layout()
     return Parts(
         folder=folder,
         grid_state=grid_state,
@@ -107,6 +111,7 @@ def layout() -> Parts:
         adding=adding,
         password=password,
         terms=terms,
+        playbook=playbook,
         **grid,
     )
 

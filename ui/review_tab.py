@@ -1,6 +1,6 @@
 """The workbench's "Data room" tab: a review grid over a collection, filled in as it runs, each cell opened on
 its page with the quote marked, and the grid downloaded as XLSX, CSV or JSON; beside it, the collection's key
-terms (`docpipe.ui.terms_view`).
+terms (`docpipe.ui.terms_view`) and the playbook's verdicts (`docpipe.ui.playbook_view`).
 
 Choose one of the session's (or, with API keys, the matter's) collections, or upload PDFs into a new or
 existing one (the Upload tab's collection path: the same upload checks and limits); type questions, one per
@@ -35,6 +35,7 @@ from docpipe.storage.store import atomic_write
 from docpipe.ui.choices import BUSY, MAX_QUESTION_CHARS, MODES, choice_index, offer_thinking, quote_choices
 from docpipe.ui.dataroom import MAX_GRID_CELLS, DataRoom, streamed_review
 from docpipe.ui.handlers import Workbench
+from docpipe.ui.playbook_view import PlaybookView
 from docpipe.ui.progress import NEW_ADD_JS, AddsInFlight
 from docpipe.ui.review_layout import EXPORTS, MAX_GRID_QUESTIONS, MAX_QUESTIONS_TEXT, layout
 from docpipe.ui.review_marks import MarksPanel
@@ -70,6 +71,7 @@ class ReviewTab:
         self.access = wb.access
         self.room = DataRoom(wb)
         self.terms = TermsView(self.room)
+        self.playbook = PlaybookView(self.room)
         self.marks = MarksPanel(self.room)
         self.adds = AddsInFlight()
 
@@ -80,6 +82,14 @@ class ReviewTab:
         ui = layout()
         self.terms.wire(
             ui.terms,
+            collection=ui.collection,
+            password=ui.password,
+            matter_pick=matter_pick,
+            space=space,
+            concurrency=concurrency,
+        )
+        self.playbook.wire(
+            ui.playbook,
             collection=ui.collection,
             password=ui.password,
             matter_pick=matter_pick,
