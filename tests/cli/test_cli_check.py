@@ -200,6 +200,9 @@ def test_eval_playbook_scores_the_verdicts_against_the_experts(small_room: Path,
     assert overall["pairs"] == sum(r["pairs"] for r in figures["per_rule"].values()) == 3 * figures["scored_rules"]
     assert overall["pairs"] == figures["term_rules"]["pairs"] + figures["clause_rules"]["pairs"]
     assert sum(overall["called"].values()) == overall["pairs"]
+    # On these contracts every verdict of meets agrees with CUAD's experts, and no deviation they label is
+    # called meets (the targets are 0.97 and 0.95 over the whole data room: docs/playbook.md#measured).
+    assert overall["called"]["meets"] >= 5 and overall["trust"] == 1.0 and overall["catch"] == 1.0
     naive = figures["naive_all_needs_review"]
     assert (naive["trust"], naive["catch"], naive["workload"]) == (None, 1.0, 1.0)
     assert load_workbook(report).sheetnames[0] == "Summary"
