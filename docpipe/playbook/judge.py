@@ -181,9 +181,12 @@ def _compare(rule: Rule, value: Value) -> tuple[bool | None, str]:
         checks.append(_date_against(normalized, rule.after, after=True))
     if rule.before:
         checks.append(_date_against(normalized, rule.before, after=False))
+    for fits, why in checks:  # one bound it departs from decides, before one it cannot be held to
+        if fits is False:
+            return False, why
     for fits, why in checks:
-        if fits is None or not fits:
-            return fits, why
+        if fits is None:
+            return None, why
     return True, "; ".join(why for _, why in checks)
 
 

@@ -298,3 +298,12 @@ def test_a_contract_that_runs_on_speaks_of_a_notice_to_stop_it(sentence):
 )
 def test_clause_words_are_found_however_the_clause_is_phrased(category, sentence):
     assert clause_signature(category).search(sentence)  # type: ignore[union-attr]
+
+
+def test_a_bound_the_value_departs_from_decides_before_one_it_cannot_be_held_to():
+    rule = _rule('term = "liability_cap"\nat_least = "12 months of fees"\nat_most = "24 months of fees"')
+    six = {"amount": None, "currency": "", "formula": "the fees paid in the six (6) months before the claim"}
+    assert _judge(rule, _present("money", six, "fees, 6 months")).status == "deviates"
+    amount = _rule('term = "liability_cap"\nat_least = "USD 1,000,000"\nat_most = "USD 5,000,000"')
+    eur = {"amount": 9e6, "currency": "EUR"}
+    assert _judge(amount, _present("money", eur, "EUR 9m")).status == "needs_review"
