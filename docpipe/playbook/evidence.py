@@ -29,8 +29,8 @@ _I = re.IGNORECASE | re.DOTALL
 #: The clause categories a key-term reader reads (`docpipe.terms.clauses`): found by the reader with a verified
 #: quote, the clause is found, and for those in `SURE_READERS` found for sure. On the 231 contracts of
 #: cuad-collection-dev the liability-cap reader's 32 finds are all labelled Cap on Liability by CUAD; the
-#: termination reader's 56 include 15 that CUAD does not label Termination for Convenience (a right to end on
-#: notice after a breach reads alike), so its find makes a forbidden clause deviate but never meets a rule.
+#: termination reader's include some that CUAD does not label Termination for Convenience (15 of 56: a right to
+#: end on notice after a breach reads alike), so its find makes a forbidden clause deviate but never meets a rule.
 CLAUSE_READERS = {
     "Cap on Liability": "liability_cap",
     "Termination for Convenience": "termination_for_convenience",
