@@ -145,7 +145,9 @@ class PlaybookReport:
 
         book = data["playbook"]
         if book.get("text"):
-            playbook = parse_playbook(book["text"], source=book.get("source", "playbook"))
+            playbook = parse_playbook(
+                book["text"], source=book.get("source", "playbook"), default_name=book.get("name", "playbook")
+            )
         else:
             rules = []
             for r in book["rules"]:

@@ -3,6 +3,7 @@ through without proof."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -307,3 +308,31 @@ def test_a_bound_the_value_departs_from_decides_before_one_it_cannot_be_held_to(
     amount = _rule('term = "liability_cap"\nat_least = "USD 1,000,000"\nat_most = "USD 5,000,000"')
     eur = {"amount": 9e6, "currency": "EUR"}
     assert _judge(amount, _present("money", eur, "EUR 9m")).status == "needs_review"
+
+
+def test_a_report_reads_back_as_it_was_written(repo_root):
+    from docpipe.cells import ReviewManifest, Row
+    from docpipe.playbook.report import PlaybookReport
+
+    text = (
+        (repo_root / "samples" / "playbook.toml")
+        .read_text()
+        .replace('name = "Commercial contracts: supplier positions"\n', "")
+    )
+    book = parse_playbook(text, source="firm.toml", default_name="firm")
+    rows = [Row("a" * 64, "acme.pdf"), Row("b" * 64, "beta.pdf")]
+    verdicts = [
+        [Verdict("meets", "fine", [_quote()], basis="quote") for _ in book.rules],
+        [
+            Verdict("deviates", "Texas", [_quote()], Value("jurisdiction", "Texas", "Texas"), "value")
+            for _ in book.rules
+        ],
+    ]
+    manifest = ReviewManifest("extractive", None, None, "extractive", "per_cell", "v", "f", "i")
+    report = PlaybookReport(book, rows, verdicts, manifest)
+    again = PlaybookReport.from_dict(json.loads(report.to_json()))
+    assert again.playbook.name == "firm" and again.playbook.sha256 == book.sha256
+    assert [r.name for r in again.rows] == ["beta.pdf", "acme.pdf"]  # written worst first
+    assert [again.rows[r].name for r in again.order()] == ["beta.pdf", "acme.pdf"]
+    assert again.verdict("beta.pdf", "governing-law").value.display == "Texas"  # type: ignore[union-attr]
+    assert again.to_dict() == report.to_dict()
