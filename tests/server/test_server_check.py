@@ -261,7 +261,7 @@ def test_another_matters_key_gets_404_and_a_reader_cannot_start_one(world: dict)
          ["the playbook is 262,", "at most 262,144 bytes (256 KiB)", "split it"]),
         ({"playbook": "[[rule]\nid = 'x'"}, 422, "invalid_request", ["not a TOML playbook", "line 1"]),
         ({"playbook": LAW_RULE + 'allowd = ["Texas"]\n'}, 422, "invalid_request",
-         ["playbook:8: unknown key 'allowd' in a rule", "use id, title"]),
+         ["playbook:8: rule 'governing-law': unknown key 'allowd' in a rule", "use id, title"]),
         ({"playbook": rules(MAX_RULES + 1)}, 422, "invalid_request", ["101 rules", "at most 100", "split it"]),
         ({"playbook": rules(1).replace("Liability", "Liabilty")}, 422, "invalid_request",
          ["playbook:1: rule 'rule-0': unknown clause category 'Cap on Liabilty'", "Cap on Liability"]),
