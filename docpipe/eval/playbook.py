@@ -23,13 +23,12 @@ beside the naive anchor of the same pairs, every pair ``needs review`` (trust un
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from docpipe.errors import InputError
-from docpipe.eval.room import add_room, manifest_files
+from docpipe.eval.room import add_room
+from docpipe.eval.terms import load_terms
 
 if TYPE_CHECKING:
     from docpipe.pipeline import DocPipe
@@ -149,15 +148,8 @@ def evaluate_playbook(
     from docpipe.playbook.run import check
 
     folder = Path(folder)
-    path = folder / "terms.jsonl"
-    if not path.is_file():
-        raise InputError(f"no terms.jsonl in {folder}: eval-playbook scores against CUAD's answers kept there")
-    records = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            record = json.loads(line)
-            records[record["file"]] = record
-    files = manifest_files(folder) or sorted(records)
+    records = {record["file"]: record for record in load_terms(folder)}  # checked, in the manifest's order
+    files = list(records)
     added = add_room(dp, folder, files, collection=collection, workers=workers, progress=progress)
     started = time.perf_counter()
     report = check(dp, playbook, added.collection, mode=mode)

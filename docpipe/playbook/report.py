@@ -73,9 +73,10 @@ class PlaybookReport:
 
     def order(self) -> list[int]:
         """Returns the row indexes, worst contract first (module docstring)."""
+        weights = [self.weight(r) for r in range(len(self.rows))]
         return sorted(
             range(len(self.rows)),
-            key=lambda r: (-self.weight(r)[0], -self.weight(r)[1], self.rows[r].name.casefold()),
+            key=lambda r: (-weights[r][0], -weights[r][1], self.rows[r].name.casefold()),
         )
 
     def counts(self) -> dict[str, int]:
