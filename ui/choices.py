@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import html
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUSY",
     "COLLECTION_PREFIX",
+    "open_quote",
     "MAX_BATCH_QUESTIONS",
     "MAX_CITATIONS_SHOWN",
     "MAX_QUESTION_CHARS",
@@ -104,6 +107,33 @@ def quote_choices(quotes: list[Citation]) -> list[tuple[str, str]]:
         label = f"{number + 1}. {q.pages if q.page_start else '?'}: {text[:70]}{'...' if len(text) > 70 else ''}"
         choices.append((label, str(number)))
     return choices
+
+
+def open_quote(
+    at: Any, reading: str, quotes: list[Citation], q: Any, show: Callable[[Citation], tuple[Any, str]], what: str
+) -> tuple[Any, str, Any, Any, str]:
+    """Returns what opening a grid cell shows (the Key terms and Playbook views alike): `at` (the cell), its
+    `reading`, the quote picker, the chosen quote's page (the first verified one unless `q` picks one) and its
+    caption, from `show(quote)`. A page that cannot be shown leaves the reading and says why; an unexpected
+    failure is logged as showing `what`'s page."""
+    if not quotes:
+        return at, reading, gr.Dropdown(choices=[], value=None), None, "No quote to show on a page."
+    try:
+        index = (
+            choice_index(q, len(quotes))
+            if q is not None
+            else next((i for i, quote in enumerate(quotes) if quote.verified), 0)
+        )
+        picker = gr.Dropdown(choices=quote_choices(quotes), value=str(index))
+        image, caption = show(quotes[index])
+    except DocpipeError as exc:
+        picker = gr.Dropdown(choices=quote_choices(quotes), value=None)
+        return at, reading, picker, None, f"**Page not shown:** {html.escape(str(exc))}"
+    except Exception:  # noqa: BLE001 - the user gets a message, the log gets the traceback
+        logger.exception("showing %s's page failed", what)
+        picker = gr.Dropdown(choices=quote_choices(quotes), value=None)
+        return at, reading, picker, None, "**Page not shown:** unexpected error (see the server log)"
+    return at, reading, picker, image, caption
 
 
 def engine_thinks(dp: DocPipe) -> bool:

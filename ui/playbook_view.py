@@ -38,7 +38,7 @@ from docpipe.playbook import Playbook, PlaybookReport, parse_playbook
 from docpipe.playbook.run import playbook_columns
 from docpipe.playbook.schema import MAX_PLAYBOOK_BYTES
 from docpipe.storage.store import atomic_write
-from docpipe.ui.choices import BUSY, MODES, choice_index, offer_thinking, quote_choices
+from docpipe.ui.choices import BUSY, MODES, choice_index, offer_thinking, open_quote
 from docpipe.ui.dataroom import MAX_GRID_CELLS, DataRoom, streamed_review
 from docpipe.ui.playbook_render import legend_html, playbook_html, report_table, verdict_html
 from docpipe.ui.review_render import progress_table
@@ -345,25 +345,15 @@ class PlaybookView:
         row = order[r]
         quotes = report.verdicts[row][k].quotes
         reading = verdict_html(report, row, k)
-        if not quotes:
-            return (r, k), reading, gr.Dropdown(choices=[], value=None), None, "No quote to show on a page."
-        try:
-            index = (
-                choice_index(q, len(quotes))
-                if q is not None
-                else next((i for i, quote in enumerate(quotes) if quote.verified), 0)
-            )
-            picker = gr.Dropdown(choices=quote_choices(quotes), value=str(index))
-            document = report.rows[row].document_id
-            image, caption = self.room.document_page(coll, document, quotes[index], password, request, matter)
-        except DocpipeError as exc:
-            picker = gr.Dropdown(choices=quote_choices(quotes), value=None)
-            return (r, k), reading, picker, None, f"**Page not shown:** {html.escape(str(exc))}"
-        except Exception:  # noqa: BLE001 - the user gets a message, the log gets the traceback
-            logger.exception("showing a verdict's page failed")
-            picker = gr.Dropdown(choices=quote_choices(quotes), value=None)
-            return (r, k), reading, picker, None, "**Page not shown:** unexpected error (see the server log)"
-        return (r, k), reading, picker, image, caption
+        document = report.rows[row].document_id
+        return open_quote(
+            (r, k),
+            reading,
+            quotes,
+            q,
+            lambda quote: self.room.document_page(coll, document, quote, password, request, matter),
+            "a verdict",
+        )
 
     def select_cell(
         self,

@@ -32,7 +32,7 @@ from docpipe import DocpipeError, ReviewGrid
 from docpipe.storage.store import atomic_write
 from docpipe.terms.calendar import deadlines_ics
 from docpipe.terms.catalog import KEY_TERMS, key_term_columns
-from docpipe.ui.choices import BUSY, MODES, choice_index, quote_choices
+from docpipe.ui.choices import BUSY, MODES, choice_index, open_quote
 from docpipe.ui.dataroom import MAX_GRID_CELLS, DataRoom, streamed_review
 from docpipe.ui.review_render import cell_html, progress_table, terms_table
 
@@ -275,24 +275,14 @@ class TermsView:
             return None, f'<div class="dp-err">{error}</div>', picker, None, f"**Page not shown:** {error}"
         quotes = grid.cells[r][c].quotes
         reading = cell_html(grid, r, c)
-        if not quotes:
-            return (r, c), reading, gr.Dropdown(choices=[], value=None), None, "No quote to show on a page."
-        try:
-            index = (
-                choice_index(q, len(quotes))
-                if q is not None
-                else next((i for i, quote in enumerate(quotes) if quote.verified), 0)
-            )
-            picker = gr.Dropdown(choices=quote_choices(quotes), value=str(index))
-            image, caption = self.room.quote_page(grid, coll, r, quotes[index], password, request, matter)
-        except DocpipeError as exc:
-            picker = gr.Dropdown(choices=quote_choices(quotes), value=None)
-            return (r, c), reading, picker, None, f"**Page not shown:** {html.escape(str(exc))}"
-        except Exception:  # noqa: BLE001 - the user gets a message, the log gets the traceback
-            logger.exception("showing a key term's page failed")
-            picker = gr.Dropdown(choices=quote_choices(quotes), value=None)
-            return (r, c), reading, picker, None, "**Page not shown:** unexpected error (see the server log)"
-        return (r, c), reading, picker, image, caption
+        return open_quote(
+            (r, c),
+            reading,
+            quotes,
+            q,
+            lambda quote: self.room.quote_page(grid, coll, r, quote, password, request, matter),
+            "a key term",
+        )
 
     def select_cell(
         self,
