@@ -206,7 +206,7 @@ class Settings(BaseSettings):
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-INDEX_FORMAT = 5  # 5: unnumbered (ALL-CAPS, Title-Case) and more numbered heading forms open sections
+INDEX_FORMAT = 6  # 6: numbered sub-clauses stay sections of their own, run-on sub-clauses split, titles not sentences
 
 PRESETS: dict[str, dict[str, Any]] = {
     "default": {},

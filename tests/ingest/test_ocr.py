@@ -139,8 +139,11 @@ def test_every_scanned_page_is_read_by_ocr_with_its_confidence_and_word_boxes(sc
 def test_the_termination_clause_is_cited_on_page_9_and_marked_as_read_by_ocr(scanned) -> None:
     dp, doc, _log = scanned
     answer = dp.ask(doc, KEY_QUESTION)
-    best = answer.citations[0]
-    assert "ninety (90) days" in " ".join(best.quote.split())
+    # The test preset's hashing embedder scores 12.3 and 12.4 (both termination, both on page 9) within a hair
+    # of each other on OCR text, so the clause is looked for among the quotes, not only first.
+    quoted = [c for c in answer.citations if "ninety (90) days" in " ".join(c.quote.split())]
+    assert quoted, [c.heading for c in answer.citations]
+    best = quoted[0]
     assert best.verified and best.page_start == 9 and best.ocr
     assert "ninety (90) days" in answer.text and "p. 9" in answer.text
 
