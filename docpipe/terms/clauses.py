@@ -34,7 +34,7 @@ def governing_law_cell(reader: Reader) -> Cell:
     ranked = sorted(
         (s for s in reader.sentences if _LAW.search(s.text)),
         key=lambda s: (
-            "govern" not in s.section.heading.casefold() and "law" not in s.section.heading.casefold(),
+            "govern" not in s.title.casefold() and "law" not in s.title.casefold(),
             not re.search(r"\bgovern", s.text, re.I),
         ),
     )

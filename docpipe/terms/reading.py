@@ -50,6 +50,22 @@ class Sentence:
     text: str
     section: Section
 
+    @property
+    def title(self) -> str:
+        """The heading that names the sentence's clause: its section's own or, for a clause headed by its number
+        alone ("13.1"), the nearest heading above it that has words ("13. Term")."""
+        for heading in (self.section.heading, *reversed(self.section.heading_path)):
+            if not _NUMBER_ALONE.match(heading):
+                return heading
+        return self.section.heading
+
+
+# A heading that is a clause number and nothing else: "6.", "13.1", "Section 7", "12.3(b)", "IV.".
+_NUMBER_ALONE = re.compile(
+    r"^\s*(?:(?:Section|SECTION|Article|ARTICLE|Clause|CLAUSE|§)\s*)?(?:\d+|[IVXLC]+)(?:\.\d+)*\.?"
+    r"(?:\([a-z0-9]+\))*\.?(?:\s*\(part \d+ of \d+\))?\s*$"
+)
+
 
 def document_sentences(doc: Document) -> list[Sentence]:
     """Returns every sentence of `doc`'s sections, in document order, with offsets into `doc.text`: the

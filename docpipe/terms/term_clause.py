@@ -67,11 +67,12 @@ _RENEWAL_NOTICE = re.compile(
 
 
 def _term_sentences(reader: Reader) -> list[Sentence]:
-    """Returns the sentences that may state the agreement's term: those of sections headed "Term" (not
-    "Termination") first, then every other sentence that speaks of the agreement, its term or its expiry."""
+    """Returns the sentences that may state the agreement's term: those of clauses titled "Term" (not
+    "Termination"; `Sentence.title`) first, then every other sentence that speaks of the agreement, its term or
+    its expiry."""
     first, rest = [], []
     for sentence in reader.sentences:
-        heading = sentence.section.heading.casefold()
+        heading = sentence.title.casefold()
         if re.search(r"\bterm\b|\bduration\b", heading) and "terminat" not in heading:
             first.append(sentence)
         elif _ABOUT_TERM.search(sentence.text) or _TERM_LABEL.search(
@@ -124,6 +125,8 @@ _AGREEMENT_RUNS = re.compile(
     r"[\"“]?Term[\"”]?\s+(?:\([^)]*\)\s+)?(?:shall|will|is)|\binitial\s+term\b",
     re.IGNORECASE,
 )
+# A time limit, not a term: "notifies ... within a period of three (3) months following the Renewal Notice".
+_DEADLINE_BEFORE = re.compile(r"\bwithin\s+(?:a\s+period\s+of\s+|the\s+)?[\"“(]?\s*$", re.IGNORECASE)
 _NOT_THE_TERM = re.compile(r"\bsurviv|\bconfidential|\bmeans\b|\bretain|\bwarrant|\brecords\b", re.IGNORECASE)
 
 
@@ -139,6 +142,8 @@ def _duration_of_term(sentence: Sentence) -> Value | None:
         before = sentence.text[max(0, value.start - 80) : value.start]
         if _NOT_THE_TERM.search(sentence.text[: value.start]):
             break
+        if _DEADLINE_BEFORE.search(before):
+            continue
         after = sentence.text[value.end : value.end + 60]
         if _TERM_BEFORE.search(before) and (not _NOT_TERM_AFTER.search(after) or _ENDS_BEFORE.search(before)):
             return value
@@ -362,7 +367,7 @@ def _find_renewal_sentences(reader: Reader) -> list[Sentence]:
         for s in reader.sentences
         if _RENEWS.search(s.text) and _RENEWS_WHAT.search(s.text) and not _NOT_A_RENEWAL.search(s.text)
     ]
-    return sorted(found, key=lambda s: not re.search(r"\bterm\b|renew|duration", s.section.heading, re.I))
+    return sorted(found, key=lambda s: not re.search(r"\bterm\b|renew|duration", s.title, re.I))
 
 
 _UNTIL_TERMINATED = re.compile(r"\buntil\s+(?:it\s+is\s+|this\s+Agreement\s+is\s+)?terminated\b", re.IGNORECASE)

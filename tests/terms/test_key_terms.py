@@ -281,6 +281,37 @@ def test_how_contracts_write_their_renewal(clause, renewal):
     assert {key: value.normalized.get(key) for key in renewal} == renewal
 
 
+def test_a_sub_clause_headed_by_its_number_alone_is_read_under_its_article_title():
+    # "3.1" is a section of its own, headed by its number: its clause is the "3. Term" above it, and a price
+    # clause that rises "from year to year" earlier in the contract is no renewal of the agreement.
+    doc = _doc(
+        "SUPPLY AGREEMENT\n\nThis Supply Agreement is entered into as of May 8, 2018 by and between Acme Corp. "
+        '("Supplier") and Beta LLC ("Buyer").\n\n1. Supply\n1.1 Supplier shall supply the Products that Buyer '
+        "orders.\n1.2 Buyer shall pay each invoice within thirty (30) days.\n2. Prices\n2.1 Supplier may increase "
+        "the prices at the end of the first calendar year of this Agreement and from year to year thereafter, by "
+        "giving Buyer 90 days prior written notice.\n3. Term\n3.1 The initial term of this Agreement shall be for a "
+        "period of five (5) years from the date first set forth above and shall thereafter automatically renew for "
+        "additional two (2) year terms unless a party gives notice of non-renewal no less than 6 months prior to the "
+        "expiration of the then-current term.\n3.2 Termination of this Agreement shall not affect the rights accrued "
+        "before it."
+    )
+    clause = next(s for s in doc.sections if "initial term" in s.text)
+    assert (clause.heading, clause.heading_path) == ("3.1", ("3. Term", "3.1"))
+    assert _terms(doc, "renewal_term")["renewal_term"].value.normalized["days"] == 730
+
+
+def test_a_time_limit_within_the_term_clause_is_not_the_term():
+    doc = _doc(
+        "OUTSOURCING AGREEMENT\n\nThis Master Agreement is made as of the 26 day of January, 2007 (the "
+        '"Effective Date"), by and between Acme Corp. ("Customer") and Beta LLC ("Vendor").\n\n2. TERM\n'
+        "2.1. Duration. Unless Customer notifies Vendor of its intent not to renew this Agreement in writing within a "
+        "period of three (3) months following the Renewal Notice, this Agreement shall automatically renew at the end "
+        "of the Initial Term for one (1) twelve-month period.\n\n18. DEFINITIONS\nThe term of this Agreement shall "
+        'commence on the Effective Date and end on November 30, 2014 (the "Initial Term").'
+    )
+    assert _terms(doc, "expiration_date")["expiration_date"].value.normalized == "2014-11-30"
+
+
 def test_a_party_whose_name_a_sentence_splitter_cut_is_quoted_whole():
     doc = _doc(
         "CONSULTING AGREEMENT\n\nThis Consulting Agreement is made as of January 10, 2019 by and between "
@@ -358,7 +389,8 @@ def test_an_unknown_term_is_not_found_not_an_error():
 
 
 def test_typed_questions_offline_are_candidates_with_a_value_and_text_cells_say_something(tmp_path):
-    dp = DocPipe(Settings(home=tmp_path / "home"), embedder=HashingEmbedder())
+    # The real embedder: a text cell's clause score is measured on it (the hashing embedder's scores mean nothing).
+    dp = DocPipe(Settings(home=tmp_path / "home"))
     try:
         grid = dp.review(
             [SAMPLE],
