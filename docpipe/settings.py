@@ -206,7 +206,7 @@ class Settings(BaseSettings):
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-INDEX_FORMAT = 6  # 6: numbered sub-clauses stay sections of their own, run-on sub-clauses split, titles not sentences
+INDEX_FORMAT = 6  # 6: sub-clauses are sections, headings titles not sentences; routing cards name the parties
 
 PRESETS: dict[str, dict[str, Any]] = {
     "default": {},

@@ -10,14 +10,17 @@ from collections.abc import Callable
 from typing import Any
 
 from docpipe.retrieve.dense import tokenize
+from docpipe.values.parties import read_parties
 
 __all__ = ["CARD_CHARS", "CARD_CLOSING_CHARS", "card_text", "load_bm25s", "strip_naming"]
 
 #: Characters of a document's opening text on its card (the title, the parties and the date sit there) and
 #: of its closing text (the signature blocks name the parties again), whitespace folded. Measured on
-#: cuad-collection-dev (README, "Collections"): opening 800 / 1,500 / 3,000 characters routed 0.973 / 0.972 /
-#: 0.970 of the questions to their contract by BM25 alone, 1,500 plus 1,000 closing 0.979, and with the
-#: card's cosine (`DENSE_WEIGHT`) 0.987.
+#: cuad-collection-dev (docs/measurements.md, "Collections"): opening 800 / 1,500 / 3,000 characters routed
+#: 0.973 / 0.972 / 0.970 of the questions to their contract by BM25 alone, 1,500 plus 1,000 closing 0.979, and
+#: with the card's cosine (`DENSE_WEIGHT`) 0.987. The parties as the key-terms reader finds them are added
+#: (`card_text`): a contract among many parties opens with its table of contents and ends with exhibits, and
+#: names its parties only in signature blocks pages before its end.
 CARD_CHARS = 1500
 CARD_CLOSING_CHARS = 1000
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[.'&-][A-Za-z0-9]+)*")
@@ -49,19 +52,27 @@ def load_bm25s() -> Any:
 
 def card_text(name: str, text: str) -> str:
     """Returns a document's routing card: the name it goes by (file-name separators read as spaces), the
-    opening `CARD_CHARS` and the closing `CARD_CLOSING_CHARS` characters of its text, whitespace folded.
+    opening `CARD_CHARS` and the closing `CARD_CLOSING_CHARS` characters of its text, whitespace folded, and
+    the parties `docpipe.values.parties.read_parties` reads from its preamble or, failing that, from its
+    signature blocks wherever they are.
 
-    >>> card_text("ACME_Supply-Agreement.pdf", "SUPPLY AGREEMENT   between ACME Inc.\\nand Beta LLC")
-    'ACME Supply Agreement ACME_Supply-Agreement.pdf\\nSUPPLY AGREEMENT between ACME Inc. and Beta LLC'
+    >>> print(card_text("ACME_Supply-Agreement.pdf", "SUPPLY AGREEMENT   between ACME Inc.\\nand Beta LLC"))
+    ACME Supply Agreement ACME_Supply-Agreement.pdf
+    SUPPLY AGREEMENT between ACME Inc. and Beta LLC
+    ACME Inc.; Beta LLC
     """
     stem = name.rsplit(".", 1)[0] if "." in name[-6:] else name
     stem = " ".join(re.sub(r"[_\-]+", " ", stem).split())
     if stem != name:
         stem = f"{stem} {name}"  # a question may name the file as it is ("heron_license.pdf")
     folded = " ".join(text.split())
-    if len(folded) <= CARD_CHARS + CARD_CLOSING_CHARS:
-        return f"{stem}\n{folded}"
-    return f"{stem}\n{folded[:CARD_CHARS]}\n{folded[-CARD_CLOSING_CHARS:]}"
+    card = f"{stem}\n{folded}"
+    if len(folded) > CARD_CHARS + CARD_CLOSING_CHARS:
+        card = f"{stem}\n{folded[:CARD_CHARS]}\n{folded[-CARD_CLOSING_CHARS:]}"
+    parties = read_parties(text)
+    if parties is not None:
+        card += "\n" + parties.display
+    return card
 
 
 def strip_naming(question: str, card: str, rare: Callable[[str], bool]) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.contracts import PARTIES, agreement_pdf
+from support.contracts import PARTIES, agreement_pdf, lines_pdf
 
 from docpipe import DocPipe, Settings
 from docpipe.embed.hashing import HashingEmbedder
@@ -154,6 +154,32 @@ def test_a_question_naming_a_contract_is_answered_from_it(pipe: DocPipe, room: P
         names = {c.document_name.rsplit("/", 1)[-1] for c in answer.citations}
         assert names == {f"{seller.split()[0].lower()}_supply.pdf"}
         assert any(notice in c.quote for c in answer.citations)
+
+
+def consortium_pdf() -> bytes:
+    """A cable consortium's agreement as such contracts are filed: a table of contents opens it, its parties are
+    named only in the signature blocks, and exhibits run on for pages after them."""
+    titles = ["DEFINITIONS AND INTERPRETATION", "BASIC PRINCIPLES OF THE NETWORK", "CONFIGURATION OF SEGMENTS"]
+    contents = [f"{n} {title} {n + 2}" for n, title in enumerate(titles * 20)]
+    clauses = [f"{n}.1 The Segment works listed for clause {n} are carried out by the Managing Group." for n in (1, 2)]
+    signatures = ["IN WITNESS WHEREOF the parties have signed this Agreement."]
+    for party in ("Halcyon Telecom plc", "Meridian Carrier Corp."):
+        signatures += ["For and on behalf of", party, "By: ____________________"]
+    exhibit = ["EXHIBIT A SEGMENT SPECIFICATION"] + [
+        f"Route position {n}: fibre pair {n % 4}, repeater spacing 60 km, depth {200 + n * 15} m." for n in range(60)
+    ]
+    return lines_pdf("CABLE NETWORK AGREEMENT", "TABLE OF CONTENTS", *contents, *clauses, *signatures, *exhibit)
+
+
+def test_a_contract_that_names_its_parties_only_where_they_sign_is_routed_by_them(pipe: DocPipe, room: Path) -> None:
+    (room / "consortium.pdf").write_bytes(consortium_pdf())
+    coll = pipe.collection("deal-x")
+    coll.add(room)
+    text = coll.document(next(m.id for m in coll.documents if m.name == "consortium.pdf")).text
+    assert text.index("Halcyon") > 1500 and len(text) - text.index("Meridian") > 1000  # not on the card's ends
+    index = pipe.collection_service.sync(coll)
+    route = index.route("Consider the agreement between Halcyon Telecom plc and Meridian Carrier Corp.: who pays?")
+    assert [coll.document(d).name for d in route.named] == ["consortium.pdf"]
 
 
 def test_naming_words_are_left_out_of_the_search_inside_the_contract() -> None:
