@@ -12,6 +12,7 @@ token length function).
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 
 from docpipe.ingest.headings import Heading, find_headings
@@ -52,6 +53,32 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
     while end > start and text[end - 1].isspace():
         end -= 1
     return start, end
+
+
+def _fold_bare(text: str, parts: list[_Part], counts: list[int]) -> tuple[list[_Part], list[int]]:
+    """Returns parts with each that holds its number and nothing else ("1.1." on a line of its own: a numbering
+    column extracted apart from its text) joined to the part after it, under that part's heading: such a
+    section answers nothing, and a reference to its number must find the text that follows. A redacted clause
+    ("4.5 [***].") keeps its own section."""
+    out: list[_Part] = []
+    out_counts: list[int] = []
+    pending: tuple[int, int] | None = None  # (start, tokens) of bare parts waiting for a part with words
+    for part, count in zip(parts, counts):
+        if _BARE.fullmatch(text, part.start, part.end):
+            pending = (pending[0] if pending else part.start, (pending[1] if pending else 0) + count)
+            continue
+        if pending is not None:
+            part, count = _Part(pending[0], part.end, part.path, part.numbered), pending[1] + count
+            pending = None
+        out.append(part)
+        out_counts.append(count)
+    if pending is not None:  # bare numbers at the very end stay where they are
+        out.append(_Part(pending[0], parts[-1].end, parts[-1].path, parts[-1].numbered))
+        out_counts.append(pending[1])
+    return out, out_counts
+
+
+_BARE = re.compile(r"[\d.()\s]*")
 
 
 def _merge_small(parts: list[_Part], counts: list[int], minimum: int, maximum: int) -> list[tuple[_Part, int]]:
@@ -122,6 +149,7 @@ def split_sections(doc: Document, counter: TokenCounter, settings: ChunkingSetti
     trimmed = [_Part(*_trim(text, p.start, p.end), p.path, p.numbered) for p in parts]
     trimmed = [p for p in trimmed if p.end > p.start]
     counts = [counter.count(text[p.start : p.end]) for p in trimmed]
+    trimmed, counts = _fold_bare(text, trimmed, counts)
     merged = _merge_small(trimmed, counts, settings.min_section_tokens, settings.max_section_tokens)
 
     split_at = min(settings.split_tokens, settings.max_section_tokens)

@@ -119,3 +119,20 @@ def test_a_long_title_stays_a_title_and_a_wrapped_sentence_does_not() -> None:
         "2.1",
         "3.",
     ]
+
+
+def test_a_numbering_column_extracted_apart_from_its_text_makes_no_empty_sections() -> None:
+    # Some PDFs give the clause numbers as a column of their own, before the text they number.
+    column = "\n".join(["1.", "1.1.", "1.2.", "2.", "2.1.", "2.2."])
+    text = (
+        OPENING.split("1. Definitions")[0]
+        + column
+        + "\nDiagnostics. Supplier will retain access to the diagnostics and telemetric data of the Products.\n"
+        + "Pricing. Reseller will pay the prices set out in Schedule 1 within thirty (30) days of each invoice.\n"
+    )
+    sections = _sections(text)
+    assert all(any(c.isalpha() for c in s.text) for s in sections)
+    assert "Diagnostics. Supplier" in _cited(sections, "1.1.").text  # the numbers stay with the text they number
+    # A redacted clause has no words either, but it is a clause: it keeps its own section.
+    redacted = _sections(OPENING + "4.1 [***].\n4.2 [***].\n" + BY_ANIXA.replace("4.2", "4.3") + "\n")
+    assert [s.heading for s in redacted if "[***]" in s.text] == ["4.1", "4.2"]
