@@ -83,7 +83,8 @@ def test_context_brings_definitions_and_referenced_sections_within_the_budget(
 
 @pytest.fixture(scope="module")
 def sample_report(tmp_path_factory: pytest.TempPathFactory, sample_pdf: Path) -> ContractReport:
-    dp = DocPipe(Settings.preset("test", home=tmp_path_factory.mktemp("home")))
+    # The real embedder: the offline candidates' clause scores are measured on it (hashing scores mean nothing).
+    dp = DocPipe(Settings(home=tmp_path_factory.mktemp("home")))
     return dp.analyze(sample_pdf)
 
 
