@@ -52,6 +52,7 @@ if str(ROOT) not in sys.path:  # run from a fresh clone without `pip install -e 
 from docpipe.errors import DocpipeError
 from docpipe.ingest import sections as after
 from docpipe.ingest.extract import extract_pages
+from docpipe.ingest.headings import roman_value
 from docpipe.settings import ChunkingSettings, ExtractionSettings
 from docpipe.tokens import get_token_counter
 from docpipe.types import Document, Section
@@ -73,16 +74,7 @@ _ITEM = re.compile(r"[^\S\n]*\((?:[a-z]{1,4}|\d{1,2})\)")
 _NEXT_NUMBER = re.compile(r"[^.;:\n]*?[^\S\n]\d{1,2}(?:\.\d{1,2})*\.?[^\S\n]+[A-Z]")
 _SENTENCE_START = re.compile(r"(?:^|(?<=\n)|(?<=[.;:])[^\S\n]+)[^\S\n]*", re.MULTILINE)
 _TOC_LINE = re.compile(r"(?:\.{4,}|[^\S\n]\d{1,3})[^\S\n]*$")
-_ROMAN = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
 _HEADING_NUMBER = re.compile(_PREFIX + r"(?P<number>\d{1,2}(?:\.\d{1,2}){0,3}|[IVXL]{1,6}\b)")
-
-
-def _roman(value: str) -> int:
-    total = 0
-    for char, following in zip(value, value[1:] + " "):
-        number = _ROMAN[char]
-        total += -number if following != " " and _ROMAN[following] > number else number
-    return total
 
 
 def committed_sectioner(revision: str) -> ModuleType:
@@ -154,7 +146,7 @@ def heading_number(heading: str) -> tuple[int, ...] | None:
     if number[0].isdigit():
         return tuple(int(part) for part in number.split("."))
     # Roman numerals number articles only after the word ("ARTICLE IV"); a bare "I" starts a sentence.
-    return (_roman(number),) if match.group("word") and re.fullmatch(r"X{0,3}(?:IX|IV|V?I{0,3})", number) else None
+    return (roman_value(number),) if match.group("word") and re.fullmatch(r"X{0,3}(?:IX|IV|V?I{0,3})", number) else None
 
 
 def classify(clause: tuple[int, ...], heading: tuple[int, ...] | None) -> str:

@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-__all__ = ["Heading", "find_headings"]
+__all__ = ["Heading", "find_headings", "roman_value"]
 
 _ANNEX = re.compile(
     r"^(?:EXHIBIT|SCHEDULE|ANNEX|APPENDIX|ATTACHMENT|ADDENDUM|Exhibit|Schedule|Annex|Appendix|Attachment)"
@@ -60,7 +60,8 @@ _ROMAN = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
 _MAX_HEADING_LINE = 200
 
 
-def _roman(value: str) -> int:
+def roman_value(value: str) -> int:
+    """Returns the value of a Roman numeral in capitals ("IV" -> 4)."""
     total = 0
     for char, following in zip(value, value[1:] + " "):
         number = _ROMAN[char]
@@ -129,7 +130,7 @@ def _numbered_form(line: str) -> tuple[str, int, int] | None:
         # "§" numbers nothing but clauses, whose titles may be in sentence case ("§ 6 Limitation of liability").
         if not _reads_as_numbered_title(rest, capitalised=form != "paragraph"):
             return None
-        return form, _roman(value) if form == "roman" else int(value), match.end()
+        return form, roman_value(value) if form == "roman" else int(value), match.end()
     return None
 
 
@@ -242,7 +243,7 @@ def _numbered_headings(lines: list[str]) -> list[tuple[int, Heading]]:
             if _REFERENCES.search(rest) or line.startswith("Article") and rest[:1].islower():
                 continue
             value = match.group(1)
-            article = int(value) if value.isdigit() else _WORD_NUMBERS.get(value.upper()) or _roman(value)
+            article = int(value) if value.isdigit() else _WORD_NUMBERS.get(value.upper()) or roman_value(value)
             if major < article <= major + 3 or article == 1:
                 spelled = value.upper() in _WORD_NUMBERS  # "SECTION ONE. DEFINITIONS"
                 title = _numbered_title(line, match.end()) if spelled else _clause_title(line, match.end())
