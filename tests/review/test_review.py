@@ -187,12 +187,14 @@ def test_a_cell_is_never_present_without_a_verified_quote(tmp_path: Path, sample
 
 def test_a_short_answer_and_the_finding_are_read_from_the_reply(tmp_path: Path, sample_pdf: Path) -> None:
     clause = "Either Party may terminate this Agreement, or any Statement of Work, for any reason or no reason"
-    reply = f'ANSWER: 90 days\nFINDING: present\nQUOTES: "{clause}" [s069]\nNOTE: Ninety days of notice.'
+    doc = pipe(tmp_path).ingest(sample_pdf)
+    sid = next(s.id for s in doc.sections if clause in " ".join(s.text.split()))  # the clause's own section
+    reply = f'ANSWER: 90 days\nFINDING: present\nQUOTES: "{clause}" [{sid}]\nNOTE: Ninety days of notice.'
     grid = pipe(tmp_path, FixedReplyEngine(reply)).review([sample_pdf], questions=[TERMINATION], layout="per_cell")
     cell = grid.cell(0, 0)
-    assert "s069" in cell.searched, cell.searched  # retrieval gave the model the termination clause
+    assert sid in cell.searched, cell.searched  # retrieval gave the model the termination clause
     assert cell.status == "present" and cell.answer == "90 days" and cell.note == "Ninety days of notice."
-    assert [q.section_id for q in cell.verified] == ["s069"] and cell.text == "Yes - 90 days (p. 9)"
+    assert [q.section_id for q in cell.verified] == [sid] and cell.text == "Yes - 90 days (p. 9)"
 
 
 def test_offline_cells_are_candidates_or_not_found_never_present(tmp_path: Path, sample_pdf: Path) -> None:
